@@ -1,0 +1,197 @@
+#pragma once
+// Turning expressions into arrays on the CPU: eval, the evaluating constructor, rebinding
+// assignment, write-through assign, allclose and printing.
+#include <cmath>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include "../../expr/elementwise.hpp"
+#include "fused_loop.hpp"
+
+namespace zenith {
+
+template <class E>
+concept barrier_expression = expression<E> && requires {
+  requires std::remove_cvref_t<E>::barrier;
+};
+
+namespace detail {
+
+template <class T>
+dest_view<T> contiguous_dest(array<T>& out) {
+  return {out.data(), row_major_strides(out.shape())};
+}
+
+template <element T, expression E>
+array<T> evaluate_as(E const& e) {
+  if constexpr (std::is_same_v<std::remove_cvref_t<E>, array<T>>) {
+    return e;
+  } else if constexpr (barrier_expression<E> && std::is_same_v<value_t<E>, T>) {
+    return eval_barrier(e);
+  } else {
+    auto x = convert<T>(e);
+    auto out = array<T>::empty(x.shape());
+    auto ev = make_evaluator(x);
+    run_fused(contiguous_dest(out), ev, out.shape());
+    return out;
+  }
+}
+
+template <class E>
+std::size_t handles_to(E const& e, buffer const* b) {
+  std::size_t n = 0;
+  e.for_each_array([&](auto const& a) { n += a.storage().get() == b; });
+  return n;
+}
+
+// True if every leaf of ev that reads buf reads it at the output's own index.
+template <class Ev>
+bool reads_only_same_index(Ev& ev, void const* buf, void const* data, zenith::shape const& s) {
+  auto st = row_major_strides(s);
+  bool ok = true;
+  ev.for_each_leaf([&](auto& leaf) {
+    if (leaf.source != buf) return;
+    if (static_cast<void const*>(leaf.base) != data) ok = false;
+    for (std::size_t k = 0; k < s.size(); ++k)
+      if (s[k] > 1 && leaf.stride[k] != st[k]) ok = false;
+  });
+  return ok;
+}
+
+template <element T, expression X>
+void assign_rebind_impl(array<T>& dst, X const& x, std::size_t expr_handles) {
+  zenith::shape s = x.shape();
+  if constexpr (barrier_expression<X>) {
+    dst = eval_barrier(x);
+  } else {
+    auto ev = make_evaluator(x);  // barriers below are computed here, before any write
+    auto const& buf = dst.storage();
+    bool in_place = buf && buf->owned() && dst.shape() == s &&
+                    std::size_t(buf.use_count()) == 1 + expr_handles &&
+                    reads_only_same_index(ev, buf.get(), dst.data(), s);
+    if (in_place) {
+      run_fused(contiguous_dest(dst), ev, s);
+    } else {
+      auto out = array<T>::empty(s);
+      run_fused(contiguous_dest(out), ev, s);
+      dst = std::move(out);
+    }
+  }
+}
+
+template <element T, expression E>
+void assign_rebind(array<T>& dst, E const& e, bool temporary) {
+  buffer const* b = dst.storage().get();
+  std::size_t held = temporary ? handles_to(e, b) : 0;
+  // A named expression that reads dst keeps dst's buffer shared: then use_count exceeds
+  // 1 + held and the result goes to a fresh buffer, so the named expression stays valid.
+  if constexpr (std::is_same_v<value_t<E>, T>) {
+    assign_rebind_impl(dst, e, held);
+  } else {
+    auto x = convert<T>(e);
+    assign_rebind_impl(dst, x, held + handles_to(x, b));
+  }
+}
+
+template <class T>
+auto float_or_double(T v) {
+  if constexpr (std::is_same_v<T, double>)
+    return v;
+  else
+    return float(v);
+}
+template <class T>
+void print_value(std::ostream& os, T v) {
+  if constexpr (std::is_same_v<T, bool>)
+    os << (v ? "true" : "false");
+  else if constexpr (std::is_integral_v<T>)
+    os << v;
+  else
+    os << float_or_double(v);
+}
+
+template <element T>
+void print_array(std::ostream& os, array<T> const& a) {
+  std::size_t r = a.ndim();
+  if (r == 0) {
+    print_value(os, a.data()[0]);
+    return;
+  }
+  zenith::shape s = a.shape();
+  bool summarize = a.size() > 1000;
+  std::ostringstream body;
+  body.copyfmt(os);
+  // Recursive NumPy-style printing with "..." for long axes.
+  auto rec = [&](auto& self, std::size_t axis, std::size_t offset, std::size_t stride) -> void {
+    std::size_t n = s[axis];
+    std::size_t inner = stride / (n ? n : 1);
+    body << '[';
+    for (std::size_t i = 0; i < n; ++i) {
+      if (summarize && n > 6 && i == 3) {
+        body << (axis + 1 == r ? "..., " : "...,\n" + std::string(axis + 1, ' '));
+        i = n - 3;
+      }
+      if (axis + 1 == r)
+        print_value(body, a.data()[offset + i]);
+      else
+        self(self, axis + 1, offset + i * inner, inner);
+      if (i + 1 < n) {
+        if (axis + 1 == r)
+          body << ", ";
+        else
+          body << "," << std::string(r - axis - 1, '\n') << std::string(axis + 1, ' ');
+      }
+    }
+    body << ']';
+  };
+  rec(rec, 0, 0, a.size());
+  os << body.str();
+}
+
+}  // namespace detail
+
+// Evaluates an expression into a fresh array (an array is returned as it is).
+template <expression E>
+auto eval(E const& e) {
+  return detail::evaluate_as<value_t<E>>(e);
+}
+
+// Write-through assignment: evaluates e into a's existing buffer, which every array sharing it
+// sees. e must broadcast to a's shape.
+template <element T, expression E>
+void assign(array<T>& a, E const& e) {
+  zenith::shape s = a.shape();
+  auto b = broadcast_to(detail::convert<T>(e), s);
+  auto ev = make_evaluator(b);
+  if (!detail::reads_only_same_index(ev, a.storage().get(), a.data(), s)) {
+    array<T> tmp = b;  // reads a elsewhere: compute first, then copy
+    auto ev2 = make_evaluator(tmp);
+    run_fused(detail::contiguous_dest(a), ev2, s);
+    return;
+  }
+  run_fused(detail::contiguous_dest(a), ev, s);
+}
+
+// Prints an expression by evaluating it.
+template <expression E>
+requires(!is_array_v<std::remove_cvref_t<E>>) std::ostream& operator<<(std::ostream& os,
+                                                                       E const& e) {
+  return os << eval(e);
+}
+
+// |a - b| <= atol + rtol * |b| elementwise (after broadcasting); NaN is never close.
+template <expression A, expression B>
+bool allclose(A const& a, B const& b, double rtol = 1e-5, double atol = 1e-8) {
+  zenith::shape s = broadcast_shapes(a.shape(), b.shape(), "allclose");
+  array<double> x = broadcast_to(cast<double>(a), s);
+  array<double> y = broadcast_to(cast<double>(b), s);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    double u = x.data()[i], v = y.data()[i];
+    if (u == v) continue;  // equal infinities
+    if (!(std::abs(u - v) <= atol + rtol * std::abs(v))) return false;
+  }
+  return true;
+}
+
+}  // namespace zenith

@@ -1,0 +1,323 @@
+#pragma once
+// Evaluators: the "how" for each expression node (Eigen's split: the expression says what).
+// An evaluator tree mirrors the expression tree, except that views and reshapes disappear:
+// they are pushed down into the strides of the leaves. Barriers (reductions, matmul, ...) are
+// computed into a buffer when the evaluator is built and then read as leaves.
+//
+// Every evaluator offers
+//   for_each_leaf(f)       f(leaf) for every strided leaf below it
+//   start_row(idx, rank)   position on the row whose outer indices are idx[0 .. rank-2]
+//   scalar(j)              the value at inner index j of that row (compute type)
+//   simd<Unit>(j)          xsimd batch of the values at j .. j+W-1; Unit: all inner strides are 1
+//   vectorizable<Lane>()   whether simd() works with batches of Lane's width
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <xsimd/xsimd.hpp>
+
+#include "../../core/array.hpp"
+#include "../../expr/node.hpp"
+#include "../../expr/reshape.hpp"
+#include "../../expr/views.hpp"
+
+namespace zenith {
+
+template <class E>
+concept dense_leaf = expression<E> && requires {
+  requires std::remove_cvref_t<E>::dense;
+};
+
+// Element types xsimd has batches for.
+template <class T>
+inline constexpr bool simd_type_v =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int32_t> ||
+    std::is_same_v<T, std::int64_t>;
+
+namespace detail {
+
+// Copies a strided view of `rank` dims into a fresh contiguous array.
+template <class T>
+array<T> gather_strided(T const* base, zenith::shape const& s,
+                        std::array<std::int64_t, max_rank> const& st) {
+  auto out = array<T>::empty(s);
+  std::size_t n = s.numel(), r = s.size();
+  std::array<std::size_t, max_rank> idx{};
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t off = 0;
+    for (std::size_t k = 0; k < r; ++k) off += std::int64_t(idx[k]) * st[k];
+    out.data()[i] = base[off];
+    for (std::size_t k = r; k-- > 0;) {
+      if (++idx[k] < s[k]) break;
+      idx[k] = 0;
+    }
+  }
+  return out;
+}
+
+// NumPy's no-copy reshape: new strides for the same memory, if the layout allows.
+inline bool restride(zenith::shape const& old_s, std::array<std::int64_t, max_rank> const& old_st,
+                     zenith::shape const& new_s, std::array<std::int64_t, max_rank>& new_st) {
+  // Drop size-1 axes of the old layout; they carry no stride information.
+  std::size_t od[max_rank], on = 0;
+  std::int64_t os[max_rank];
+  for (std::size_t i = 0; i < old_s.size(); ++i)
+    if (old_s[i] != 1) {
+      od[on] = old_s[i];
+      os[on++] = old_st[i];
+    }
+  std::size_t nn = new_s.size();
+  std::size_t oi = 0, oj = 1, ni = 0, nj = 1;
+  while (ni < nn && oi < on) {
+    std::size_t np = new_s[ni], op = od[oi];
+    while (np != op) {
+      if (np < op) {
+        if (nj >= nn) return false;
+        np *= new_s[nj++];
+      } else {
+        if (oj >= on) return false;
+        op *= od[oj++];
+      }
+    }
+    for (std::size_t ok = oi; ok + 1 < oj; ++ok)
+      if (os[ok] != os[ok + 1] * std::int64_t(od[ok + 1])) return false;
+    new_st[nj - 1] = os[oj - 1];
+    for (std::size_t nk = nj - 1; nk > ni; --nk)
+      new_st[nk - 1] = new_st[nk] * std::int64_t(new_s[nk]);
+    ni = nj++;
+    oi = oj++;
+  }
+  for (; ni < nn; ++ni) new_st[ni] = 0;  // trailing size-1 axes
+  return oi >= on;
+}
+
+}  // namespace detail
+
+// A strided read of T elements: the one kind of leaf.
+template <class T>
+struct leaf_eval {
+  using value_type = T;
+  using compute_type = compute_t<T>;
+
+  T const* base = nullptr;
+  std::size_t rank = 0;
+  std::array<std::int64_t, max_rank> stride{};
+  void const* source = nullptr;  // the buffer read, for alias checks
+  std::shared_ptr<void> hold;    // keeps a materialized copy alive
+  T const* row = nullptr;
+  std::int64_t inner = 0;
+
+  leaf_eval() = default;
+  leaf_eval(T const* p, zenith::shape const& s, void const* src)
+      : base(p), rank(s.size()), source(src) {
+    stride = row_major_strides(s);
+    for (std::size_t k = 0; k < rank; ++k)
+      if (s[k] == 1) stride[k] = 0;
+  }
+  template <class U>
+  static leaf_eval owning(array<U> const& a) {
+    leaf_eval l(a.data(), a.shape(), a.storage().get());
+    l.hold = a.storage();
+    return l;
+  }
+
+  template <class F>
+  void for_each_leaf(F&& f) {
+    f(*this);
+  }
+
+  void apply(affine_map const& m) {
+    std::int64_t off = 0;
+    std::array<std::int64_t, max_rank> st{};
+    for (std::size_t i = 0; i < m.in_rank; ++i) {
+      off += stride[i] * m.offset[i];
+      for (std::size_t k = 0; k < m.out_rank; ++k) st[k] += stride[i] * m.coef[i][k];
+    }
+    base += off;
+    stride = st;
+    rank = m.out_rank;
+  }
+
+  void reshape(zenith::shape const& from, zenith::shape const& to) {
+    std::array<std::int64_t, max_rank> st{};
+    if (!detail::restride(from, stride, to, st)) {
+      auto copy = detail::gather_strided(base, from, stride);
+      hold = copy.storage();
+      base = copy.data();
+      st = row_major_strides(to);
+    }
+    stride = st;
+    rank = to.size();
+  }
+
+  void start_row(std::int64_t const* idx, std::size_t r) {
+    std::int64_t off = 0;
+    for (std::size_t k = 0; k + 1 < r; ++k) off += idx[k] * stride[k];
+    row = base + off;
+    inner = r ? stride[r - 1] : 0;
+  }
+
+  compute_type scalar(std::int64_t j) const { return compute_type(row[j * inner]); }
+
+  template <bool Unit>
+  auto simd(std::int64_t j) const {
+    using B = xsimd::batch<compute_type>;
+    if constexpr (std::is_same_v<T, compute_type>) {
+      if (Unit || inner == 1) return B::load_unaligned(row + j);
+      if (inner == 0) return B(*row);
+    }
+    alignas(64) compute_type tmp[B::size];
+    for (std::size_t i = 0; i < B::size; ++i)
+      tmp[i] = compute_type(row[(j + std::int64_t(i)) * inner]);
+    return B::load_aligned(tmp);
+  }
+
+  template <class Lane>
+  static constexpr bool vectorizable() {
+    return !std::is_same_v<T, bool> && simd_type_v<compute_type> &&
+           sizeof(compute_type) == sizeof(Lane);
+  }
+};
+
+template <class T>
+struct scalar_eval {
+  using value_type = T;
+  using compute_type = compute_t<T>;
+  compute_type value;
+  template <class F>
+  void for_each_leaf(F&&) {}
+  void start_row(std::int64_t const*, std::size_t) {}
+  compute_type scalar(std::int64_t) const { return value; }
+  template <bool Unit>
+  auto simd(std::int64_t) const {
+    return xsimd::batch<compute_type>(value);
+  }
+  template <class Lane>
+  static constexpr bool vectorizable() {
+    return !std::is_same_v<T, bool> && simd_type_v<compute_type> &&
+           sizeof(compute_type) == sizeof(Lane);
+  }
+};
+
+template <class Op, class... Es>
+struct map_eval {
+  using value_type = op_result_t<Op, typename Es::value_type...>;
+  using compute_type = compute_t<value_type>;
+  std::tuple<Es...> children;
+
+  template <class F>
+  void for_each_leaf(F&& f) {
+    std::apply([&](auto&... c) { (c.for_each_leaf(f), ...); }, children);
+  }
+  void start_row(std::int64_t const* idx, std::size_t r) {
+    std::apply([&](auto&... c) { (c.start_row(idx, r), ...); }, children);
+  }
+  compute_type scalar(std::int64_t j) const {
+    return std::apply([&](auto const&... c) { return compute_type(Op::apply(c.scalar(j)...)); },
+                      children);
+  }
+  template <bool Unit>
+  auto simd(std::int64_t j) const {
+    return std::apply([&](auto const&... c) { return Op::simd(c.template simd<Unit>(j)...); },
+                      children);
+  }
+  template <class Lane>
+  static constexpr bool vectorizable() {
+    // bool results are fine inside the tree (batch_bool); a bool *operand* leaf is not.
+    return (Es::template vectorizable<Lane>() && ...) &&
+           (std::is_same_v<compute_type, bool> ||
+            (simd_type_v<compute_type> && sizeof(compute_type) == sizeof(Lane)));
+  }
+};
+
+// evaluator_for<E>: the evaluator type of an expression type and how to build one.
+template <class E>
+struct evaluator_for;
+
+template <class E>
+using evaluator_t = typename evaluator_for<std::remove_cvref_t<E>>::type;
+
+template <class E>
+evaluator_t<E> make_evaluator(E const& e) {
+  return evaluator_for<std::remove_cvref_t<E>>::build(e);
+}
+
+template <class E>
+requires dense_leaf<E>
+struct evaluator_for<E> {
+  using type = leaf_eval<value_t<E>>;
+  static type build(E const& e) {
+    void const* src = nullptr;
+    if constexpr (requires { e.storage(); })
+      src = e.storage().get();
+    else
+      src = e.data();
+    return type(e.data(), e.shape(), src);
+  }
+};
+
+template <class T>
+struct evaluator_for<scalar_node<T>> {
+  using type = scalar_eval<T>;
+  static type build(scalar_node<T> const& e) { return type{compute_t<T>(e.value)}; }
+};
+
+// Broadcasts every leaf below ev from shape `from` to shape `to`.
+template <class Ev>
+void broadcast_leaves(Ev& ev, zenith::shape const& from, zenith::shape const& to) {
+  if (from == to) return;
+  affine_map m = views::broadcast_to{to}.map(from);
+  ev.for_each_leaf([&](auto& leaf) { leaf.apply(m); });
+}
+
+template <class Op, class... Cs>
+struct evaluator_for<map_node<Op, Cs...>> {
+  using type = map_eval<Op, evaluator_t<Cs>...>;
+  static type build(map_node<Op, Cs...> const& e) {
+    zenith::shape s = e.shape();
+    return std::apply(
+        [&](auto const&... c) { return type{std::tuple<evaluator_t<Cs>...>{child(c, s)...}}; },
+        e.children);
+  }
+  template <class C>
+  static evaluator_t<C> child(C const& c, zenith::shape const& s) {
+    auto ev = make_evaluator(c);
+    broadcast_leaves(ev, c.shape(), s);
+    return ev;
+  }
+};
+
+template <class V, class C>
+struct evaluator_for<view_node<V, C>> {
+  using type = evaluator_t<C>;
+  static type build(view_node<V, C> const& e) {
+    auto ev = make_evaluator(e.child);
+    affine_map m = e.view.map(e.child.shape());
+    ev.for_each_leaf([&](auto& leaf) { leaf.apply(m); });
+    return ev;
+  }
+};
+
+template <class C>
+struct evaluator_for<reshape_node<C>> {
+  using type = evaluator_t<C>;
+  static type build(reshape_node<C> const& e) {
+    auto ev = make_evaluator(e.child);
+    zenith::shape from = e.child.shape(), to = e.shape();
+    ev.for_each_leaf([&](auto& leaf) { leaf.reshape(from, to); });
+    return ev;
+  }
+};
+
+// Barriers: nodes with `static constexpr bool barrier = true` are computed into a buffer by
+// eval_barrier(node) (found by ADL; each barrier's kernel header defines it), then read as a leaf.
+template <class E>
+requires requires { requires E::barrier; }
+struct evaluator_for<E> {
+  using type = leaf_eval<value_t<E>>;
+  static type build(E const& e) { return type::owning(eval_barrier(e)); }
+};
+
+}  // namespace zenith

@@ -1,0 +1,194 @@
+#pragma once
+// The one fused pass: writes an elementwise evaluator tree into a strided destination.
+// Dimensions are coalesced first (a contiguous expression becomes one long row), then the rows
+// are walked with xsimd batches over the inner dimension and a scalar tail, split across the
+// thread pool above a size threshold.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "evaluator.hpp"
+#include "thread_pool.hpp"
+
+namespace zenith {
+
+namespace detail {
+inline std::atomic<bool>& simd_enabled_flag() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+inline std::atomic<std::size_t>& parallel_threshold_ref() {
+  static std::atomic<std::size_t> n{1u << 15};
+  return n;
+}
+}  // namespace detail
+
+// Turns the xsimd path off (everything runs the scalar path); for tests and debugging.
+inline void set_simd_enabled(bool on) { detail::simd_enabled_flag() = on; }
+inline bool simd_enabled() { return detail::simd_enabled_flag(); }
+// Arrays with fewer elements than this are evaluated on the calling thread only.
+inline void set_parallel_threshold(std::size_t n) { detail::parallel_threshold_ref() = n; }
+inline std::size_t parallel_threshold() { return detail::parallel_threshold_ref(); }
+
+// A strided destination for the fused loop.
+template <class T>
+struct dest_view {
+  T* base;
+  std::array<std::int64_t, max_rank> stride;
+};
+
+// The iteration space after coalescing: shape and, per leaf, strides.
+struct loop_space {
+  std::size_t rank = 0;
+  std::array<std::int64_t, max_rank> dims{};
+  std::array<std::size_t, max_rank> source_axis{};  // innermost original axis of each group
+  std::size_t total = 0;
+};
+
+// Merges adjacent axes along which every stride vector is jointly contiguous; drops size-1 axes.
+inline loop_space coalesce(zenith::shape const& s,
+                           std::vector<std::array<std::int64_t, max_rank>> const& strides) {
+  loop_space ls;
+  ls.total = s.numel();
+  std::size_t r = s.size();
+  for (std::size_t k = 0; k < r; ++k) {
+    if (s[k] == 1) continue;
+    bool merge = ls.rank > 0;
+    if (merge) {
+      std::size_t prev = ls.source_axis[ls.rank - 1];
+      for (auto const& st : strides)
+        if (st[prev] != st[k] * std::int64_t(s[k])) {
+          merge = false;
+          break;
+        }
+    }
+    if (merge) {
+      ls.dims[ls.rank - 1] *= std::int64_t(s[k]);
+      ls.source_axis[ls.rank - 1] = k;
+    } else {
+      ls.dims[ls.rank] = std::int64_t(s[k]);
+      ls.source_axis[ls.rank] = k;
+      ++ls.rank;
+    }
+  }
+  if (ls.rank == 0) {  // a single element
+    ls.rank = 1;
+    ls.dims[0] = 1;
+    ls.source_axis[0] = max_rank;  // no source axis: stride 0
+  }
+  return ls;
+}
+
+inline std::array<std::int64_t, max_rank> regroup(std::array<std::int64_t, max_rank> const& st,
+                                                  loop_space const& ls) {
+  std::array<std::int64_t, max_rank> out{};
+  for (std::size_t g = 0; g < ls.rank; ++g)
+    out[g] = ls.source_axis[g] < max_rank ? st[ls.source_axis[g]] : 0;
+  return out;
+}
+
+namespace detail {
+
+template <class T, class C>
+inline void store_batch(T* p, std::int64_t ds, xsimd::batch<C> const& b) {
+  if constexpr (std::is_same_v<T, C>) {
+    if (ds == 1) {
+      b.store_unaligned(p);
+      return;
+    }
+  }
+  alignas(64) C tmp[xsimd::batch<C>::size];
+  b.store_aligned(tmp);
+  for (std::size_t i = 0; i < xsimd::batch<C>::size; ++i) p[std::int64_t(i) * ds] = T(tmp[i]);
+}
+
+// Writes elements [j, j_end) of the current row.
+template <bool Simd, bool Unit, class T, class Ev>
+inline void run_row(T* out, std::int64_t ds, Ev const& ev, std::int64_t j, std::int64_t j_end) {
+  using C = typename Ev::compute_type;
+  if constexpr (Simd) {
+    constexpr std::int64_t W = std::int64_t(xsimd::batch<C>::size);
+    for (; j + W <= j_end; j += W) store_batch<T, C>(out + j * ds, ds, ev.template simd<Unit>(j));
+  }
+  for (; j < j_end; ++j) out[j * ds] = T(ev.scalar(j));
+}
+
+// Walks flat elements [lo, hi) of the coalesced space.
+template <bool Simd, class T, class Ev>
+void run_range(dest_view<T> const& dst, Ev ev, loop_space const& ls, std::int64_t lo,
+               std::int64_t hi, bool unit) {
+  std::size_t r = ls.rank;
+  std::int64_t n = ls.dims[r - 1];
+  std::array<std::int64_t, max_rank> idx{};
+  std::int64_t row = lo / n, j = lo % n;
+  for (std::size_t k = r - 1; k-- > 0;) {
+    idx[k] = row % ls.dims[k];
+    row /= ls.dims[k];
+  }
+  std::int64_t ds = dst.stride[r - 1];
+  while (lo < hi) {
+    std::int64_t j_end = std::min(n, j + (hi - lo));
+    ev.start_row(idx.data(), r);
+    std::int64_t off = 0;
+    for (std::size_t k = 0; k + 1 < r; ++k) off += idx[k] * dst.stride[k];
+    T* out = dst.base + off;
+    if (unit)
+      run_row<Simd, true>(out, ds, ev, j, j_end);
+    else
+      run_row<Simd, false>(out, ds, ev, j, j_end);
+    lo += j_end - j;
+    j = 0;
+    for (std::size_t k = r - 1; k-- > 0;) {
+      if (++idx[k] < ls.dims[k]) break;
+      idx[k] = 0;
+    }
+  }
+}
+
+}  // namespace detail
+
+// Evaluates ev (built for shape s) into dst. Leaves' strides are regrouped in place.
+template <class T, class Ev>
+void run_fused(dest_view<T> dst, Ev& ev, zenith::shape const& s) {
+  if (s.numel() == 0) return;
+  std::vector<std::array<std::int64_t, max_rank>> strides{dst.stride};
+  ev.for_each_leaf([&](auto& leaf) { strides.push_back(leaf.stride); });
+  loop_space ls = coalesce(s, strides);
+  dst.stride = regroup(dst.stride, ls);
+  bool unit = dst.stride[ls.rank - 1] == 1;
+  ev.for_each_leaf([&](auto& leaf) {
+    leaf.stride = regroup(leaf.stride, ls);
+    leaf.rank = ls.rank;
+    unit = unit && leaf.stride[ls.rank - 1] == 1;
+  });
+
+  using C = typename Ev::compute_type;
+  constexpr bool can_simd =
+      !std::is_same_v<C, bool> && simd_type_v<C> && Ev::template vectorizable<C>();
+  bool simd = can_simd && simd_enabled();
+
+  std::int64_t total = std::int64_t(ls.total);
+  std::size_t threads = thread_pool::instance().size();
+  if (std::size_t(total) < parallel_threshold() || threads == 1) threads = 1;
+  // Chunks are multiples of 64 elements, so a chunk edge never changes which elements take the
+  // SIMD path within a contiguous row.
+  std::int64_t chunk = (total + std::int64_t(threads) - 1) / std::int64_t(threads);
+  chunk = (chunk + 63) / 64 * 64;
+  std::size_t nchunks = std::size_t((total + chunk - 1) / chunk);
+  auto body = [&](std::size_t c) {
+    std::int64_t lo = std::int64_t(c) * chunk, hi = std::min(total, lo + chunk);
+    if constexpr (can_simd) {
+      if (simd) return detail::run_range<true>(dst, ev, ls, lo, hi, unit);
+    }
+    detail::run_range<false>(dst, ev, ls, lo, hi, unit);
+  };
+  if (nchunks == 1)
+    body(0);
+  else
+    thread_pool::instance().parallel_for(nchunks, body);
+}
+
+}  // namespace zenith

@@ -1,0 +1,170 @@
+#pragma once
+// zenith::array<T>: a dynamic-shape, row-major, refcounted array. Copies share the buffer.
+// Assigning an expression evaluates it (see "Assignment rebinds" in docs/arrays.md).
+#include <algorithm>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "buffer.hpp"
+#include "dtype.hpp"
+#include "error.hpp"
+#include "expr_base.hpp"
+#include "shape.hpp"
+
+namespace zenith {
+
+template <element T>
+class array;
+
+namespace detail {
+// Defined by the CPU evaluator (backend/cpu/evaluate.hpp): fills a fresh array with e's values.
+template <element T, expression E>
+array<T> evaluate_as(E const& e);
+// Evaluates e into dst's buffer; dst may be reused in place only where that is safe.
+template <element T, expression E>
+void assign_rebind(array<T>& dst, E const& e, bool temporary);
+template <element T>
+void print_array(std::ostream& os, array<T> const& a);
+}  // namespace detail
+
+template <element T>
+class array : public expr_base {
+ public:
+  using value_type = T;
+  static constexpr bool fixed = false;
+  static constexpr bool dense = true;  // a leaf with contiguous row-major storage
+
+  // An empty array of shape (0,).
+  array() : shape_{std::size_t(0)} {}
+
+  array(zenith::shape s, std::initializer_list<T> values) : array(s) {
+    check_count(values.size());
+    std::copy(values.begin(), values.end(), ptr_);
+  }
+  array(zenith::shape s, std::vector<T> const& values) : array(s) {
+    check_count(values.size());
+    std::copy(values.begin(), values.end(), ptr_);
+  }
+  // Uninitialised storage of the given shape (used by the factories and evaluators).
+  static array empty(zenith::shape s) { return array(s); }
+
+  array(array const&) = default;
+  array(array&&) noexcept = default;
+  array& operator=(array const&) = default;
+  array& operator=(array&&) noexcept = default;
+
+  // Evaluating constructor: `array<float> y = expr;` runs one fused pass.
+  template <expression E>
+  requires(!std::same_as<std::remove_cvref_t<E>, array>) array(E const& e)
+      : array(detail::evaluate_as<T>(e)) {}  // NOLINT: implicit by design
+
+  // Rebinding assignment: `a = expr` makes a refer to the result (maybe reusing a's buffer).
+  // A temporary expression's handles do not count as other owners of this array's buffer.
+  template <expression E>
+  requires(!std::same_as<std::remove_cvref_t<E>, array>) array& operator=(E&& e) {
+    detail::assign_rebind(*this, e, !std::is_lvalue_reference_v<E>);
+    return *this;
+  }
+
+  zenith::shape const& shape() const { return shape_; }
+  std::size_t ndim() const { return shape_.size(); }
+  std::size_t size() const { return shape_.numel(); }
+  zenith::device device() const { return buf_ ? buf_->where() : cpu; }
+  T* data() { return ptr_; }
+  T const* data() const { return ptr_; }
+
+  template <std::integral... I>
+  T& operator()(I... idx) {
+    return ptr_[offset_of(idx...)];
+  }
+  template <std::integral... I>
+  T const& operator()(I... idx) const {
+    return ptr_[offset_of(idx...)];
+  }
+
+  // The single value of a size-1 array.
+  T item() const {
+    if (size() != 1)
+      throw value_error("item: array of shape " + shape_.str() + " has " + std::to_string(size()) +
+                        " elements, not 1");
+    return ptr_[0];
+  }
+
+  // Internals shared with evaluators, interop and factories.
+  std::shared_ptr<buffer> const& storage() const { return buf_; }
+  static array from_buffer(std::shared_ptr<buffer> b, T* p, zenith::shape s) {
+    array a;
+    a.buf_ = std::move(b);
+    a.ptr_ = p;
+    a.shape_ = s;
+    return a;
+  }
+  template <class F>
+  void for_each_array(F&& f) const {
+    f(*this);
+  }
+
+  friend std::ostream& operator<<(std::ostream& os, array const& a) {
+    detail::print_array(os, a);
+    return os;
+  }
+
+ private:
+  explicit array(zenith::shape s)
+      : buf_(buffer::allocate(s.numel() * sizeof(T))),
+        ptr_(static_cast<T*>(buf_->data())),
+        shape_(s) {}
+
+  void check_count(std::size_t n) const {
+    if (n != size())
+      throw value_error("array: " + std::to_string(n) + " values given for shape " + shape_.str() +
+                        " (" + std::to_string(size()) + " elements)");
+  }
+
+  template <class... I>
+  std::size_t offset_of(I... idx) const {
+    if (sizeof...(I) != ndim())
+      throw index_error("array(): " + std::to_string(sizeof...(I)) +
+                        " indices for array of shape " + shape_.str());
+    long long const ii[] = {0LL, static_cast<long long>(idx)...};
+    std::size_t off = 0;
+    for (std::size_t k = 0; k < ndim(); ++k) {
+      long long v = ii[k + 1], d = (long long)shape_[k];
+      if (v < -d || v >= d)
+        throw index_error("array(): index " + std::to_string(v) + " out of range for axis " +
+                          std::to_string(k) + " of shape " + shape_.str());
+      off = off * shape_[k] + std::size_t(v < 0 ? v + d : v);
+    }
+    return off;
+  }
+
+  std::shared_ptr<buffer> buf_;
+  T* ptr_ = nullptr;
+  zenith::shape shape_;
+};
+
+template <class T>
+inline constexpr bool is_array_v = false;
+template <class T>
+inline constexpr bool is_array_v<array<T>> = true;
+
+// Raw pointers come in only through these named factories.
+// copy_from: a fresh array holding a copy of n = shape.numel() values at ptr.
+template <element T>
+array<T> copy_from(T const* ptr, shape s) {
+  auto a = array<T>::empty(s);
+  if (s.numel()) std::memcpy(a.data(), ptr, s.numel() * sizeof(T));
+  return a;
+}
+// view: an array over the caller's memory, zero-copy; the caller keeps it alive.
+template <element T>
+array<T> view(T* ptr, shape s) {
+  auto b = buffer::borrow(ptr, s.numel() * sizeof(T));
+  return array<T>::from_buffer(std::move(b), ptr, s);
+}
+
+}  // namespace zenith

@@ -1,0 +1,67 @@
+#pragma once
+// Creation functions: zeros, ones, full, arange, linspace, eye.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "array.hpp"
+
+namespace zenith {
+
+template <element T>
+array<T> full(shape s, T value) {
+  auto a = array<T>::empty(s);
+  std::fill_n(a.data(), a.size(), value);
+  return a;
+}
+template <element T>
+array<T> zeros(shape s) {
+  return full<T>(s, T(0));
+}
+template <element T>
+array<T> ones(shape s) {
+  return full<T>(s, T(1));
+}
+
+// Values start, start + step, ... below stop (above it for a negative step).
+template <element T>
+array<T> arange(double start, double stop, double step = 1.0) {
+  if (step == 0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(stop))
+    throw value_error("arange: step must be finite and non-zero and bounds finite (start " +
+                      std::to_string(start) + ", stop " + std::to_string(stop) + ", step " +
+                      std::to_string(step) + ")");
+  double n = std::ceil((stop - start) / step);
+  std::size_t count = n > 0 ? std::size_t(n) : 0;
+  auto a = array<T>::empty(shape{count});
+  for (std::size_t i = 0; i < count; ++i) a.data()[i] = T(compute_t<T>(start + double(i) * step));
+  return a;
+}
+template <element T>
+array<T> arange(double stop) {
+  return arange<T>(0.0, stop, 1.0);
+}
+
+// num evenly spaced values from start to stop (inclusive when endpoint).
+template <element T>
+array<T> linspace(double start, double stop, std::size_t num = 50, bool endpoint = true) {
+  auto a = array<T>::empty(shape{num});
+  double div = endpoint ? double(num) - 1 : double(num);
+  double step = div > 0 ? (stop - start) / div : 0.0;
+  for (std::size_t i = 0; i < num; ++i) a.data()[i] = T(compute_t<T>(start + double(i) * step));
+  if (endpoint && num > 1) a.data()[num - 1] = T(compute_t<T>(stop));
+  return a;
+}
+
+// The n x n identity (n x m with ones on diagonal k if given).
+template <element T>
+array<T> eye(std::size_t n, std::size_t m = 0, long long k = 0) {
+  if (m == 0) m = n;
+  auto a = zeros<T>(shape{n, m});
+  for (std::size_t i = 0; i < n; ++i) {
+    long long j = (long long)i + k;
+    if (j >= 0 && j < (long long)m) a.data()[i * m + std::size_t(j)] = T(1);
+  }
+  return a;
+}
+
+}  // namespace zenith

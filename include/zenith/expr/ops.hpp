@@ -1,0 +1,434 @@
+#pragma once
+// The elementwise op catalogue: one tag type per op, carrying everything every layer needs.
+//   name  : IR and error-message name
+//   apply : the scalar function (on the compute type: float for bfloat16/float16)
+//   simd  : the xsimd batch function (same semantics as apply)
+//   cuda  : device source, {0} {1} {2} the operands and {T} the compute type
+// Adding an op means adding one struct here, its entry in `elementwise_ops`, and a public
+// function in elementwise.hpp. Evaluators, tests and printers pick it up from the tag.
+#include <cmath>
+#include <string_view>
+#include <type_traits>
+#include <xsimd/xsimd.hpp>
+
+#include "../core/dtype.hpp"
+
+namespace zenith {
+
+template <class... Ts>
+struct type_list {};
+
+namespace ops {
+
+// Ops marked floating_only compute in floating point: an integer or bool input is cast to
+// float32 first (as jnp.exp(int_array) gives float32).
+#define ZENITH_UNARY_FLOAT_OP(NAME, SCALAR, SIMD, CUDA) \
+  struct NAME {                                         \
+    static constexpr std::string_view name = #NAME;     \
+    static constexpr bool floating_only = true;         \
+    static constexpr std::string_view cuda = CUDA;      \
+    template <class T>                                  \
+    static T apply(T x) {                               \
+      using std::NAME;                                  \
+      return SCALAR;                                    \
+    }                                                   \
+    template <class B>                                  \
+    static B simd(B const& x) {                         \
+      return SIMD;                                      \
+    }                                                   \
+  };
+
+ZENITH_UNARY_FLOAT_OP(exp, exp(x), xsimd::exp(x), "exp({0})")
+ZENITH_UNARY_FLOAT_OP(log, log(x), xsimd::log(x), "log({0})")
+ZENITH_UNARY_FLOAT_OP(log1p, log1p(x), xsimd::log1p(x), "log1p({0})")
+ZENITH_UNARY_FLOAT_OP(expm1, expm1(x), xsimd::expm1(x), "expm1({0})")
+ZENITH_UNARY_FLOAT_OP(sqrt, sqrt(x), xsimd::sqrt(x), "sqrt({0})")
+ZENITH_UNARY_FLOAT_OP(sin, sin(x), xsimd::sin(x), "sin({0})")
+ZENITH_UNARY_FLOAT_OP(cos, cos(x), xsimd::cos(x), "cos({0})")
+ZENITH_UNARY_FLOAT_OP(tan, tan(x), xsimd::tan(x), "tan({0})")
+ZENITH_UNARY_FLOAT_OP(tanh, tanh(x), xsimd::tanh(x), "tanh({0})")
+ZENITH_UNARY_FLOAT_OP(erf, erf(x), xsimd::erf(x), "erf({0})")
+ZENITH_UNARY_FLOAT_OP(floor, floor(x), xsimd::floor(x), "floor({0})")
+ZENITH_UNARY_FLOAT_OP(ceil, ceil(x), xsimd::ceil(x), "ceil({0})")
+#undef ZENITH_UNARY_FLOAT_OP
+
+// Round half to even, as NumPy and JAX do (not std::round's half away from zero).
+struct round {
+  static constexpr std::string_view name = "round";
+  static constexpr bool floating_only = true;
+  static constexpr std::string_view cuda = "rint({0})";
+  template <class T>
+  static T apply(T x) {
+    using std::nearbyint;
+    return nearbyint(x);
+  }
+  template <class B>
+  static B simd(B const& x) {
+    return xsimd::nearbyint(x);
+  }
+};
+
+// Exact 1/sqrt(x); xsimd::rsqrt is a low-precision estimate, so it is not used.
+struct rsqrt {
+  static constexpr std::string_view name = "rsqrt";
+  static constexpr bool floating_only = true;
+  static constexpr std::string_view cuda = "rsqrt({0})";
+  template <class T>
+  static T apply(T x) {
+    using std::sqrt;
+    return T(1) / sqrt(x);
+  }
+  template <class B>
+  static B simd(B const& x) {
+    return B(1) / xsimd::sqrt(x);
+  }
+};
+
+struct reciprocal {
+  static constexpr std::string_view name = "reciprocal";
+  static constexpr bool floating_only = true;
+  static constexpr std::string_view cuda = "(({T})1 / {0})";
+  template <class T>
+  static T apply(T x) {
+    return T(1) / x;
+  }
+  template <class B>
+  static B simd(B const& x) {
+    return B(1) / x;
+  }
+};
+
+struct sigmoid {
+  static constexpr std::string_view name = "sigmoid";
+  static constexpr bool floating_only = true;
+  static constexpr std::string_view cuda = "(({T})1 / (({T})1 + exp(-{0})))";
+  template <class T>
+  static T apply(T x) {
+    using std::exp;
+    return T(1) / (T(1) + exp(-x));
+  }
+  template <class B>
+  static B simd(B const& x) {
+    return B(1) / (B(1) + xsimd::exp(-x));
+  }
+};
+
+// gelu, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+struct gelu_tanh {
+  static constexpr std::string_view name = "gelu_tanh";
+  static constexpr bool floating_only = true;
+  static constexpr std::string_view cuda =
+      "(({T})0.5 * {0} * (({T})1 + tanh(({T})0.7978845608028654 * ({0} + ({T})0.044715 * {0} * "
+      "{0} * {0}))))";
+  template <class T>
+  static T apply(T x) {
+    using std::tanh;
+    return T(0.5) * x * (T(1) + tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
+  }
+  template <class B>
+  static B simd(B const& x) {
+    using T = typename B::value_type;
+    return B(T(0.5)) * x *
+           (B(T(1)) + xsimd::tanh(B(T(0.7978845608028654)) * (x + B(T(0.044715)) * x * x * x)));
+  }
+};
+
+// gelu, exact form: 0.5 x (1 + erf(x / sqrt(2))).
+struct gelu_erf {
+  static constexpr std::string_view name = "gelu_erf";
+  static constexpr bool floating_only = true;
+  static constexpr std::string_view cuda =
+      "(({T})0.5 * {0} * (({T})1 + erf({0} * ({T})0.7071067811865476)))";
+  template <class T>
+  static T apply(T x) {
+    using std::erf;
+    return T(0.5) * x * (T(1) + erf(x * T(0.7071067811865476)));
+  }
+  template <class B>
+  static B simd(B const& x) {
+    using T = typename B::value_type;
+    return B(T(0.5)) * x * (B(T(1)) + xsimd::erf(x * B(T(0.7071067811865476))));
+  }
+};
+
+// Ops that keep the input's type (integers stay integers).
+struct neg {
+  static constexpr std::string_view name = "neg";
+  static constexpr std::string_view cuda = "(-{0})";
+  template <class T>
+  static T apply(T x) {
+    return -x;
+  }
+  template <class B>
+  static B simd(B const& x) {
+    return -x;
+  }
+};
+
+struct abs {
+  static constexpr std::string_view name = "abs";
+  static constexpr std::string_view cuda = "abs({0})";
+  template <class T>
+  static T apply(T x) {
+    return x < T(0) ? -x : (x == T(0) ? T(0) : x);  // abs(-0.0) is +0.0, NaN stays NaN
+  }
+  template <class B>
+  static B simd(B const& x) {
+    return xsimd::abs(x);
+  }
+};
+
+// -1, 0 or 1; NaN for NaN.
+struct sign {
+  static constexpr std::string_view name = "sign";
+  static constexpr std::string_view cuda =
+      "(({T})(({0} > ({T})0) - ({0} < ({T})0)) + {0} * ({T})0)";
+  template <class T>
+  static T apply(T x) {
+    if (x != x) return x;
+    return T((x > T(0)) - (x < T(0)));
+  }
+  template <class B>
+  static B simd(B const& x) {
+    using T = typename B::value_type;
+    B r = xsimd::select(x > B(T(0)), B(T(1)), xsimd::select(x < B(T(0)), B(T(-1)), B(T(0))));
+    if constexpr (std::is_floating_point_v<T>) r = xsimd::select(x != x, x, r);
+    return r;
+  }
+};
+
+struct square {
+  static constexpr std::string_view name = "square";
+  static constexpr std::string_view cuda = "({0} * {0})";
+  template <class T>
+  static T apply(T x) {
+    return x * x;
+  }
+  template <class B>
+  static B simd(B const& x) {
+    return x * x;
+  }
+};
+
+// max(x, 0); NaN stays NaN.
+struct relu {
+  static constexpr std::string_view name = "relu";
+  static constexpr std::string_view cuda = "({0} > ({T})0 || {0} != {0} ? {0} : ({T})0)";
+  template <class T>
+  static T apply(T x) {
+    return (x > T(0) || x != x) ? x : T(0);
+  }
+  template <class B>
+  static B simd(B const& x) {
+    using T = typename B::value_type;
+    return xsimd::select((x > B(T(0))) || (x != x), x, B(T(0)));
+  }
+};
+
+#define ZENITH_BINARY_ARITH_OP(NAME, OPSYM)                          \
+  struct NAME {                                                      \
+    static constexpr std::string_view name = #NAME;                  \
+    static constexpr std::string_view cuda = "({0} " #OPSYM " {1})"; \
+    template <class T>                                               \
+    static T apply(T a, T b) {                                       \
+      return a OPSYM b;                                              \
+    }                                                                \
+    template <class B>                                               \
+    static B simd(B const& a, B const& b) {                          \
+      return a OPSYM b;                                              \
+    }                                                                \
+  };
+ZENITH_BINARY_ARITH_OP(add, +)
+ZENITH_BINARY_ARITH_OP(sub, -)
+ZENITH_BINARY_ARITH_OP(mul, *)
+#undef ZENITH_BINARY_ARITH_OP
+
+// True division: integers promote to float32 first (jnp.divide).
+struct div {
+  static constexpr std::string_view name = "div";
+  static constexpr bool floating_only = true;
+  static constexpr std::string_view cuda = "({0} / {1})";
+  template <class T>
+  static T apply(T a, T b) {
+    return a / b;
+  }
+  template <class B>
+  static B simd(B const& a, B const& b) {
+    return a / b;
+  }
+};
+
+struct pow {
+  static constexpr std::string_view name = "pow";
+  static constexpr bool floating_only = true;
+  static constexpr std::string_view cuda = "pow({0}, {1})";
+  template <class T>
+  static T apply(T a, T b) {
+    using std::pow;
+    return pow(a, b);
+  }
+  template <class B>
+  static B simd(B const& a, B const& b) {
+    return xsimd::pow(a, b);
+  }
+};
+
+struct atan2 {
+  static constexpr std::string_view name = "atan2";
+  static constexpr bool floating_only = true;
+  static constexpr std::string_view cuda = "atan2({0}, {1})";
+  template <class T>
+  static T apply(T a, T b) {
+    using std::atan2;
+    return atan2(a, b);
+  }
+  template <class B>
+  static B simd(B const& a, B const& b) {
+    return xsimd::atan2(a, b);
+  }
+};
+
+// NaN-propagating, as numpy.maximum / numpy.minimum.
+struct maximum {
+  static constexpr std::string_view name = "maximum";
+  static constexpr std::string_view cuda = "(({0} > {1} || {0} != {0}) ? {0} : {1})";
+  template <class T>
+  static T apply(T a, T b) {
+    return (a > b || a != a) ? a : b;
+  }
+  template <class B>
+  static B simd(B const& a, B const& b) {
+    return xsimd::select((a > b) || (a != a), a, b);
+  }
+};
+struct minimum {
+  static constexpr std::string_view name = "minimum";
+  static constexpr std::string_view cuda = "(({0} < {1} || {0} != {0}) ? {0} : {1})";
+  template <class T>
+  static T apply(T a, T b) {
+    return (a < b || a != a) ? a : b;
+  }
+  template <class B>
+  static B simd(B const& a, B const& b) {
+    return xsimd::select((a < b) || (a != a), a, b);
+  }
+};
+
+// Comparisons give bool.
+#define ZENITH_COMPARE_OP(NAME, OPSYM)                               \
+  struct NAME {                                                      \
+    static constexpr std::string_view name = #NAME;                  \
+    static constexpr std::string_view cuda = "({0} " #OPSYM " {1})"; \
+    template <class... T>                                            \
+    using result = bool;                                             \
+    template <class T>                                               \
+    static bool apply(T a, T b) {                                    \
+      return a OPSYM b;                                              \
+    }                                                                \
+    template <class B>                                               \
+    static auto simd(B const& a, B const& b) {                       \
+      return a OPSYM b;                                              \
+    }                                                                \
+  };
+ZENITH_COMPARE_OP(equal, ==)
+ZENITH_COMPARE_OP(not_equal, !=)
+ZENITH_COMPARE_OP(less, <)
+ZENITH_COMPARE_OP(less_equal, <=)
+ZENITH_COMPARE_OP(greater, >)
+ZENITH_COMPARE_OP(greater_equal, >=)
+#undef ZENITH_COMPARE_OP
+
+// where(cond, a, b): the type of a and b.
+struct where {
+  static constexpr std::string_view name = "select";
+  static constexpr std::string_view cuda = "({0} ? {1} : {2})";
+  template <class C, class T>
+  static T apply(C c, T a, T b) {
+    return c ? a : b;
+  }
+  template <class C, class B>
+  static B simd(C const& c, B const& a, B const& b) {
+    return xsimd::select(c, a, b);
+  }
+};
+
+// clip(x, lo, hi) = minimum(maximum(x, lo), hi).
+struct clip {
+  static constexpr std::string_view name = "clamp";
+  static constexpr std::string_view cuda = "min(max({0}, {1}), {2})";
+  template <class T>
+  static T apply(T x, T lo, T hi) {
+    return minimum::apply(maximum::apply(x, lo), hi);
+  }
+  template <class B>
+  static B simd(B const& x, B const& lo, B const& hi) {
+    return minimum::simd(maximum::simd(x, lo), hi);
+  }
+};
+
+// cast<To>: element type conversion, through float for the 16-bit storage types.
+template <class To>
+struct cast {
+  static constexpr std::string_view name = "convert";
+  static constexpr std::string_view cuda = "(({T}){0})";
+  template <class... T>
+  using result = To;
+  template <class T>
+  static compute_t<To> apply(T x) {
+    if constexpr (std::is_same_v<To, bool>)
+      return x != T(0);
+    else
+      return static_cast<compute_t<To>>(x);
+  }
+  template <class B>
+  static auto simd(B const& x) {
+    using C = compute_t<To>;
+    if constexpr (xsimd::is_batch_bool<B>::value) {
+      using R = xsimd::batch<C>;
+      return xsimd::select(xsimd::batch_bool<C>::from_mask(x.mask()), R(C(1)), R(C(0)));
+    } else {
+      return xsimd::batch_cast<C>(x);
+    }
+  }
+};
+
+}  // namespace ops
+
+// The catalogue the op test walks: an op missing any member fails to compile there.
+using elementwise_ops =
+    type_list<ops::neg, ops::abs, ops::sign, ops::exp, ops::log, ops::log1p, ops::expm1, ops::sqrt,
+              ops::rsqrt, ops::square, ops::sin, ops::cos, ops::tan, ops::tanh, ops::sigmoid,
+              ops::relu, ops::gelu_tanh, ops::gelu_erf, ops::erf, ops::floor, ops::ceil, ops::round,
+              ops::reciprocal, ops::add, ops::sub, ops::mul, ops::div, ops::pow, ops::maximum,
+              ops::minimum, ops::atan2, ops::equal, ops::not_equal, ops::less, ops::less_equal,
+              ops::greater, ops::greater_equal, ops::where, ops::clip, ops::cast<float>>;
+
+template <class Op>
+concept elementwise_op = requires {
+  { Op::name } -> std::convertible_to<std::string_view>;
+  { Op::cuda } -> std::convertible_to<std::string_view>;
+};
+
+template <class Op>
+constexpr bool is_floating_only() {
+  if constexpr (requires { Op::floating_only; })
+    return Op::floating_only;
+  else
+    return false;
+}
+
+// The value type an op gives for its operands' value types: bool for comparisons, the target
+// for casts, otherwise the type of the last operand (operands are promoted to one type first).
+template <class Op, class... T>
+struct op_result {
+  using type = std::tuple_element_t<sizeof...(T) - 1, std::tuple<T...>>;
+};
+template <class Op, class... T>
+requires requires { typename Op::template result<T...>; }
+struct op_result<Op, T...> {
+  using type = typename Op::template result<T...>;
+};
+template <class Op, class... T>
+using op_result_t = typename op_result<Op, T...>::type;
+
+}  // namespace zenith

@@ -1,0 +1,68 @@
+#pragma once
+// reshape: same elements in row-major order, a new shape (one dimension may be -1).
+// Evaluation restrides each leaf when its layout allows (no copy), else copies that leaf.
+#include <string>
+#include <vector>
+
+#include "../core/expr_base.hpp"
+#include "../core/shape.hpp"
+
+namespace zenith {
+
+template <expression C>
+struct reshape_node : expr_base {
+  using value_type = value_t<C>;
+  static constexpr bool fixed = false;
+  static constexpr std::string_view name = "reshape";
+  C child;
+  zenith::shape shape_;
+  reshape_node(C c, zenith::shape s) : child(std::move(c)), shape_(s) {}
+  zenith::shape shape() const { return shape_; }
+  template <class F>
+  void for_each_array(F&& f) const {
+    child.for_each_array(f);
+  }
+};
+
+namespace detail {
+inline zenith::shape resolve_reshape(zenith::shape const& in, std::vector<long long> const& dims) {
+  zenith::shape out;
+  long long known = 1;
+  int infer = -1;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == -1) {
+      if (infer >= 0) throw shape_error("reshape: more than one -1 in the new shape");
+      infer = int(i);
+      out.push_back(1);
+    } else if (dims[i] < 0) {
+      throw value_error("reshape: negative dimension " + std::to_string(dims[i]));
+    } else {
+      out.push_back(std::size_t(dims[i]));
+      known *= dims[i];
+    }
+  }
+  long long n = (long long)in.numel();
+  if (infer >= 0) {
+    if (known == 0 || n % known != 0)
+      throw shape_error("reshape: cannot reshape " + in.str() + " with a -1 into " +
+                        std::to_string(n) + " elements");
+    out[std::size_t(infer)] = std::size_t(n / known);
+  }
+  if ((long long)out.numel() != n)
+    throw shape_error("reshape: cannot reshape " + in.str() + " into " + out.str());
+  return out;
+}
+}  // namespace detail
+
+template <expression E>
+auto reshape(E const& e, std::vector<long long> const& dims) {
+  return reshape_node<E>(e, detail::resolve_reshape(e.shape(), dims));
+}
+template <expression E, class S>
+requires std::same_as<S, zenith::shape>
+auto reshape(E const& e, S const& s) {
+  std::vector<long long> d(s.begin(), s.end());
+  return reshape(e, d);
+}
+
+}  // namespace zenith
