@@ -52,10 +52,13 @@ array<T> linspace(double start, double stop, std::size_t num = 50, bool endpoint
   return a;
 }
 
-// The n x n identity (n x m with ones on diagonal k if given).
+// The n x n identity (n x m with ones on diagonal k if given), as numpy.eye(n, m, k).
+namespace detail {
+inline constexpr std::size_t eye_square = std::size_t(-1);  // m not given: m = n
+}
 template <element T>
-array<T> eye(std::size_t n, std::size_t m = 0, long long k = 0) {
-  if (m == 0) m = n;
+array<T> eye(std::size_t n, std::size_t m = detail::eye_square, long long k = 0) {
+  if (m == detail::eye_square) m = n;  // (not 0: eye(3, 0) is a 3 x 0 array, as in NumPy)
   auto a = zeros<T>(shape{n, m});
   for (std::size_t i = 0; i < n; ++i) {
     long long j = (long long)i + k;

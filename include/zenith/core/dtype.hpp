@@ -203,8 +203,9 @@ template <element T, class S>
 struct weak_promote {
   using type = T;
 };
-template <element T, std::floating_point S>
-requires(!floating_element<T>) struct weak_promote<T, S> {
+template <element T, class S>
+requires(!floating_element<T> &&
+         (std::floating_point<S> || storage_float<S>)) struct weak_promote<T, S> {
   using type = float;
 };
 template <class S>

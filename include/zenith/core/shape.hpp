@@ -95,8 +95,11 @@ class shape {
     rank_ = 0;
     for (; first != last; ++first) {
       auto v = *first;
-      if constexpr (std::is_signed_v<decltype(v)>)
+      if constexpr (std::is_signed_v<decltype(v)>) {
         if (v < 0) fail_negative((long long)v);
+      } else if (std::uint64_t(v) > std::uint64_t(1) << 62) {
+        fail_negative((long long)v);  // an unsigned wrap-around, as in {n - 1} with n == 0
+      }
       if (rank_ == max_rank) throw value_error("shape: rank above " + std::to_string(max_rank));
       dims_[rank_++] = static_cast<std::size_t>(v);
     }

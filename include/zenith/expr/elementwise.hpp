@@ -180,12 +180,24 @@ ZENITH_BINARY_FN(greater, greater)
 ZENITH_BINARY_FN(greater_equal, greater_equal)
 #undef ZENITH_BINARY_FN
 
+namespace detail {
+// where's value type: a and b meet (scalars weak); two scalars meet as weak types do against
+// bool, as in JAX: where(c, 1.0, 0.0) is float32, where(c, 1, 0) int32.
+template <class A, class B>
+struct where_type {
+  using type = typename op_input_type<ops::where, A, B>::type;
+};
+template <class A, class B>
+requires(!expression<A> && !expression<B>) struct where_type<A, B> {
+  using type = typename weak_all<bool, A, B>::type;
+};
+}  // namespace detail
+
 // where(cond, a, b): cond is converted to bool; a and b meet at one type (scalars weak).
 template <expression C, class A, class B>
 requires operand<std::remove_cvref_t<A>> && operand<std::remove_cvref_t<B>>
 auto where(C&& cond, A&& a, B&& b) {
-  using T = typename detail::op_input_type<ops::where, std::remove_cvref_t<A>,
-                                           std::remove_cvref_t<B>>::type;
+  using T = typename detail::where_type<std::remove_cvref_t<A>, std::remove_cvref_t<B>>::type;
   auto c = detail::convert<bool>(std::forward<C>(cond));
   auto x = detail::to_node<T>(std::forward<A>(a));
   auto y = detail::to_node<T>(std::forward<B>(b));

@@ -4,12 +4,26 @@
 //   apply : the scalar function (on the compute type: float for bfloat16/float16)
 //   simd  : the xsimd batch function (same semantics as apply)
 //   cuda  : device source, {0} {1} {2} the operands and {T} the compute type
+//   mask_operands (optional): bit i set when simd() takes operand i as an xsimd mask (a
+//           comparison's batch_bool), as where's condition; elsewhere bools are scalar-only
 // Adding an op means adding one struct here, its entry in `elementwise_ops`, and a public
 // function in elementwise.hpp. Evaluators, tests and printers pick it up from the tag.
 #include <cmath>
 #include <string_view>
 #include <type_traits>
+// GCC 12 reports a false -Wuninitialized inside its own AVX-512 intrinsics (the deliberate
+// `__m512i __Y = __Y;` of _mm512_undefined_*, inlined into xsimd's double log and log1p; GCC bug
+// 105593, fixed in GCC 13). Silenced for xsimd's headers only, so that zenith's users building
+// with -Wall -Werror are not hit. Other zenith headers get xsimd through this one.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <xsimd/xsimd.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 #include "../core/dtype.hpp"
 
@@ -17,6 +31,41 @@ namespace zenith {
 
 template <class... Ts>
 struct type_list {};
+
+namespace detail {
+// A comparison mask as a mask over lanes of type T of the same width (an int32 comparison
+// choosing between floats): xsimd::bool_cast reinterprets float <-> int32, double <-> int64.
+template <class T, class U, class A>
+xsimd::batch_bool<T, A> mask_as(xsimd::batch_bool<U, A> const& m) {
+  static_assert(sizeof(T) == sizeof(U), "zenith: masks convert only between equal lane widths");
+  if constexpr (std::is_same_v<T, U>)
+    return m;
+  else
+    return xsimd::bool_cast(m);
+}
+// The element type of a batch's lanes (of a mask's too: batch_bool's value_type is bool).
+template <class B>
+struct lane {
+  using type = typename B::value_type;
+};
+template <class T, class A>
+struct lane<xsimd::batch_bool<T, A>> {
+  using type = T;
+};
+template <class B>
+using lane_t = typename lane<B>::type;
+
+// Lanes holding NaN. Not `x != x`: xsimd 8.1 compiles != to an *ordered* compare
+// (_CMP_NEQ_OQ), which is false for NaN.
+template <class B>
+auto nan_mask(B const& x) {
+  using T = typename B::value_type;
+  if constexpr (std::is_floating_point_v<T>)
+    return xsimd::isnan(x);
+  else
+    return typename B::batch_bool_type(false);
+}
+}  // namespace detail
 
 namespace ops {
 
@@ -159,9 +208,15 @@ struct neg {
   static T apply(T x) {
     return -x;
   }
+  // Flips the sign bit, as scalar negation does: xsimd 8.1 computes -x as 0 - x on AVX-512,
+  // which gives +0 for +0 (not -0) and keeps a NaN's sign.
   template <class B>
   static B simd(B const& x) {
-    return -x;
+    using T = typename B::value_type;
+    if constexpr (std::is_floating_point_v<T>)
+      return x ^ B(T(-0.0));
+    else
+      return -x;
   }
 };
 
@@ -192,8 +247,7 @@ struct sign {
   static B simd(B const& x) {
     using T = typename B::value_type;
     B r = xsimd::select(x > B(T(0)), B(T(1)), xsimd::select(x < B(T(0)), B(T(-1)), B(T(0))));
-    if constexpr (std::is_floating_point_v<T>) r = xsimd::select(x != x, x, r);
-    return r;
+    return xsimd::select(detail::nan_mask(x), x, r);
   }
 };
 
@@ -221,7 +275,7 @@ struct relu {
   template <class B>
   static B simd(B const& x) {
     using T = typename B::value_type;
-    return xsimd::select((x > B(T(0))) || (x != x), x, B(T(0)));
+    return xsimd::select((x > B(T(0))) || detail::nan_mask(x), x, B(T(0)));
   }
 };
 
@@ -298,7 +352,7 @@ struct maximum {
   }
   template <class B>
   static B simd(B const& a, B const& b) {
-    return xsimd::select((a > b) || (a != a), a, b);
+    return xsimd::select((a > b) || detail::nan_mask(a), a, b);
   }
 };
 struct minimum {
@@ -310,7 +364,7 @@ struct minimum {
   }
   template <class B>
   static B simd(B const& a, B const& b) {
-    return xsimd::select((a < b) || (a != a), a, b);
+    return xsimd::select((a < b) || detail::nan_mask(a), a, b);
   }
 };
 
@@ -331,24 +385,41 @@ struct minimum {
     }                                                                \
   };
 ZENITH_COMPARE_OP(equal, ==)
-ZENITH_COMPARE_OP(not_equal, !=)
 ZENITH_COMPARE_OP(less, <)
 ZENITH_COMPARE_OP(less_equal, <=)
 ZENITH_COMPARE_OP(greater, >)
 ZENITH_COMPARE_OP(greater_equal, >=)
 #undef ZENITH_COMPARE_OP
 
-// where(cond, a, b): the type of a and b.
+// Not a != b in simd(): xsimd 8.1's != is an ordered compare, false when either side is NaN.
+struct not_equal {
+  static constexpr std::string_view name = "not_equal";
+  static constexpr std::string_view cuda = "({0} != {1})";
+  template <class... T>
+  using result = bool;
+  template <class T>
+  static bool apply(T a, T b) {
+    return a != b;
+  }
+  template <class B>
+  static auto simd(B const& a, B const& b) {
+    return !(a == b);
+  }
+};
+
+// where(cond, a, b): the type of a and b. In simd() the condition is a comparison's mask,
+// whose lane type may differ from a's and b's (int32 cond, float values).
 struct where {
   static constexpr std::string_view name = "select";
   static constexpr std::string_view cuda = "({0} ? {1} : {2})";
+  static constexpr unsigned mask_operands = 0b1;
   template <class C, class T>
   static T apply(C c, T a, T b) {
     return c ? a : b;
   }
   template <class C, class B>
   static B simd(C const& c, B const& a, B const& b) {
-    return xsimd::select(c, a, b);
+    return xsimd::select(detail::mask_as<typename B::value_type>(c), a, b);
   }
 };
 
@@ -366,26 +437,48 @@ struct clip {
   }
 };
 
-// cast<To>: element type conversion, through float for the 16-bit storage types.
+// cast<To>: element type conversion. To a 16-bit storage type the value is rounded to that
+// type (then computed on in float), so cast<bfloat16>(x) means what it says inside a chain too.
 template <class To>
 struct cast {
   static constexpr std::string_view name = "convert";
   static constexpr std::string_view cuda = "(({T}){0})";
+  static constexpr unsigned mask_operands = 0b1;
   template <class... T>
   using result = To;
   template <class T>
   static compute_t<To> apply(T x) {
     if constexpr (std::is_same_v<To, bool>)
       return x != T(0);
+    else if constexpr (storage_float<To>)
+      return float(To(float(x)));
     else
       return static_cast<compute_t<To>>(x);
   }
+  // Batches convert lane for lane, so only between types of one width (float <-> int32,
+  // double <-> int64); the evaluator reads other conversions on the scalar path.
   template <class B>
-  static auto simd(B const& x) {
+  requires(std::is_same_v<To, bool> ||
+           sizeof(detail::lane_t<B>) == sizeof(compute_t<To>)) static auto simd(B const& x) {
     using C = compute_t<To>;
-    if constexpr (xsimd::is_batch_bool<B>::value) {
-      using R = xsimd::batch<C>;
-      return xsimd::select(xsimd::batch_bool<C>::from_mask(x.mask()), R(C(1)), R(C(0)));
+    using R = xsimd::batch<C>;
+    if constexpr (xsimd::is_batch_bool<B>::value) {  // a comparison's mask
+      if constexpr (std::is_same_v<To, bool>)
+        return x;
+      else
+        return xsimd::select(detail::mask_as<C>(x), R(C(1)), R(C(0)));
+    } else if constexpr (std::is_same_v<To, bool>) {
+      return !(x == B(typename B::value_type(0)));  // NaN is true, as in C++
+    } else if constexpr (storage_float<To>) {
+      alignas(64) float tmp[R::size];
+      if constexpr (std::is_same_v<typename B::value_type, float>)
+        x.store_aligned(tmp);
+      else
+        xsimd::batch_cast<float>(x).store_aligned(tmp);
+      for (auto& v : tmp) v = float(To(v));
+      return R::load_aligned(tmp);
+    } else if constexpr (std::is_same_v<typename B::value_type, C>) {
+      return x;
     } else {
       return xsimd::batch_cast<C>(x);
     }
@@ -413,6 +506,17 @@ template <class Op>
 constexpr bool is_floating_only() {
   if constexpr (requires { Op::floating_only; })
     return Op::floating_only;
+  else
+    return false;
+}
+
+// Whether an op's simd() takes operand i as a mask (xsimd::batch_bool, from a comparison):
+// bit i of Op::mask_operands. A bool operand anywhere else makes the evaluator take the scalar
+// path for that expression.
+template <class Op>
+constexpr bool takes_mask(std::size_t i) {
+  if constexpr (requires { Op::mask_operands; })
+    return (Op::mask_operands >> i) & 1u;
   else
     return false;
 }

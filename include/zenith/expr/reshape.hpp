@@ -2,6 +2,8 @@
 // reshape: same elements in row-major order, a new shape (one dimension may be -1).
 // Evaluation restrides each leaf when its layout allows (no copy), else copies that leaf.
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../core/expr_base.hpp"
@@ -54,15 +56,17 @@ inline zenith::shape resolve_reshape(zenith::shape const& in, std::vector<long l
 }
 }  // namespace detail
 
+// An rvalue child is moved in (see views.hpp).
 template <expression E>
-auto reshape(E const& e, std::vector<long long> const& dims) {
-  return reshape_node<E>(e, detail::resolve_reshape(e.shape(), dims));
+auto reshape(E&& e, std::vector<long long> const& dims) {
+  zenith::shape s = detail::resolve_reshape(e.shape(), dims);
+  return reshape_node<std::remove_cvref_t<E>>(std::forward<E>(e), s);
 }
 template <expression E, class S>
 requires std::same_as<S, zenith::shape>
-auto reshape(E const& e, S const& s) {
+auto reshape(E&& e, S const& s) {
   std::vector<long long> d(s.begin(), s.end());
-  return reshape(e, d);
+  return reshape(std::forward<E>(e), d);
 }
 
 }  // namespace zenith

@@ -2,6 +2,8 @@
 // Views: transpose, broadcast_to, expand_dims, squeeze and slice. Each is an affine map from
 // the view's index to its child's index, so evaluation pushes it down to the leaves' strides:
 // a view of an expression costs nothing and never copies. reshape is in reshape.hpp.
+// Like map nodes, views move an rvalue child in: a temporary sub-expression must leave no extra
+// handle on an array's buffer behind, or `a = f(view(a))` could not reuse a's buffer.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -9,6 +11,8 @@
 #include <limits>
 #include <numeric>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../core/expr_base.hpp"
@@ -133,16 +137,16 @@ struct view_node : expr_base {
 
 // Reverses all axes.
 template <expression E>
-auto transpose(E const& e) {
+auto transpose(E&& e) {
   views::transpose v;
   std::size_t r = e.shape().size();
   for (std::size_t k = 0; k < r; ++k) v.perm[k] = r - 1 - k;
-  return view_node<views::transpose, E>(e, v);
+  return view_node<views::transpose, std::remove_cvref_t<E>>(std::forward<E>(e), v);
 }
 
 // Permutes axes: result axis k is input axis perm[k] (negative axes count from the end).
 template <expression E>
-auto transpose(E const& e, std::vector<int> const& perm) {
+auto transpose(E&& e, std::vector<int> const& perm) {
   zenith::shape s = e.shape();
   if (perm.size() != s.size())
     throw shape_error("transpose: permutation of length " + std::to_string(perm.size()) +
@@ -157,11 +161,11 @@ auto transpose(E const& e, std::vector<int> const& perm) {
     seen |= 1u << a;
     v.perm[k] = a;
   }
-  return view_node<views::transpose, E>(e, v);
+  return view_node<views::transpose, std::remove_cvref_t<E>>(std::forward<E>(e), v);
 }
 
 template <expression E>
-auto broadcast_to(E const& e, zenith::shape const& target) {
+auto broadcast_to(E&& e, zenith::shape const& target) {
   zenith::shape s = e.shape();
   bool ok = target.size() >= s.size();
   for (std::size_t i = 0; ok && i < s.size(); ++i) {
@@ -170,34 +174,35 @@ auto broadcast_to(E const& e, zenith::shape const& target) {
   }
   if (!ok)
     throw shape_error("broadcast_to: cannot broadcast shape " + s.str() + " to " + target.str());
-  return view_node<views::broadcast_to, E>(e, views::broadcast_to{target});
+  return view_node<views::broadcast_to, std::remove_cvref_t<E>>(std::forward<E>(e),
+                                                                views::broadcast_to{target});
 }
 
 template <expression E>
-auto expand_dims(E const& e, int axis) {
-  std::size_t r = e.shape().size();
-  return view_node<views::expand_dims, E>(
-      e, views::expand_dims{normalize_axis(axis, r + 1, "expand_dims")});
+auto expand_dims(E&& e, int axis) {
+  views::expand_dims v{normalize_axis(axis, e.shape().size() + 1, "expand_dims")};
+  return view_node<views::expand_dims, std::remove_cvref_t<E>>(std::forward<E>(e), v);
 }
 
 // Drops every axis of size 1.
 template <expression E>
-auto squeeze(E const& e) {
+auto squeeze(E&& e) {
   zenith::shape s = e.shape();
   views::squeeze v;
   for (std::size_t i = 0; i < s.size(); ++i)
     if (s[i] == 1) v.axes |= 1u << i;
-  return view_node<views::squeeze, E>(e, v);
+  return view_node<views::squeeze, std::remove_cvref_t<E>>(std::forward<E>(e), v);
 }
 // Drops the given axis, which must have size 1.
 template <expression E>
-auto squeeze(E const& e, int axis) {
+auto squeeze(E&& e, int axis) {
   zenith::shape s = e.shape();
   std::size_t a = normalize_axis(axis, s.size(), "squeeze");
   if (s[a] != 1)
     throw shape_error("squeeze: axis " + std::to_string(axis) + " has size " +
                       std::to_string(s[a]) + " in shape " + s.str() + ", not 1");
-  return view_node<views::squeeze, E>(e, views::squeeze{1u << a});
+  return view_node<views::squeeze, std::remove_cvref_t<E>>(std::forward<E>(e),
+                                                           views::squeeze{1u << a});
 }
 
 // One axis of a slice, Python style: negative indices count from the end, stop is clamped,
@@ -209,7 +214,7 @@ struct range {
 
 // slice(e, {range{0, 3}, range{1, 9, 2}}): one range per leading axis; later axes are whole.
 template <expression E>
-auto slice(E const& e, std::vector<range> const& ranges) {
+auto slice(E&& e, std::vector<range> const& ranges) {
   zenith::shape s = e.shape();
   if (ranges.size() > s.size())
     throw shape_error("slice: " + std::to_string(ranges.size()) + " ranges for shape " + s.str());
@@ -238,16 +243,16 @@ auto slice(E const& e, std::vector<range> const& ranges) {
     v.step[i] = r.step;
     v.out[i] = std::size_t(len);
   }
-  return view_node<views::slice, E>(e, v);
+  return view_node<views::slice, std::remove_cvref_t<E>>(std::forward<E>(e), v);
 }
 
 // slice along one axis.
 template <expression E>
-auto slice(E const& e, int axis, std::int64_t start, std::int64_t stop, std::int64_t step = 1) {
+auto slice(E&& e, int axis, std::int64_t start, std::int64_t stop, std::int64_t step = 1) {
   std::size_t a = normalize_axis(axis, e.shape().size(), "slice");
   std::vector<range> rs(a + 1);
   rs[a] = range{start, stop, step};
-  return slice(e, rs);
+  return slice(std::forward<E>(e), rs);
 }
 
 }  // namespace zenith

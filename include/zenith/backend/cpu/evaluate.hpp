@@ -119,6 +119,10 @@ void print_array(std::ostream& os, array<T> const& a) {
     return;
   }
   zenith::shape s = a.shape();
+  if (a.size() == 0) {  // NumPy prints every empty array as []
+    os << "[]";
+    return;
+  }
   bool summarize = a.size() > 1000;
   std::ostringstream body;
   body.copyfmt(os);

@@ -16,10 +16,9 @@
 #include <memory>
 #include <tuple>
 #include <type_traits>
-#include <xsimd/xsimd.hpp>
 
 #include "../../core/array.hpp"
-#include "../../expr/node.hpp"
+#include "../../expr/node.hpp"  // and xsimd, through expr/ops.hpp
 #include "../../expr/reshape.hpp"
 #include "../../expr/views.hpp"
 
@@ -225,10 +224,18 @@ struct map_eval {
   }
   template <class Lane>
   static constexpr bool vectorizable() {
-    // bool results are fine inside the tree (batch_bool); a bool *operand* leaf is not.
+    // bool results are fine inside the tree (batch_bool), but only ops that declare it take a
+    // mask as an operand (where's condition, cast); a bool leaf is never vectorized.
     return (Es::template vectorizable<Lane>() && ...) &&
+           masks_ok(std::index_sequence_for<Es...>{}) &&
            (std::is_same_v<compute_type, bool> ||
             (simd_type_v<compute_type> && sizeof(compute_type) == sizeof(Lane)));
+  }
+
+ private:
+  template <std::size_t... I>
+  static constexpr bool masks_ok(std::index_sequence<I...>) {
+    return ((!std::is_same_v<typename Es::compute_type, bool> || takes_mask<Op>(I)) && ...);
   }
 };
 

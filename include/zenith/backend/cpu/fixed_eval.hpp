@@ -1,2 +1,170 @@
 #pragma once
-// (to be written)
+// Evaluation of fixed-size expressions: every loop runs over compile-time bounds and is unrolled
+// (an index_sequence fold) up to fixed_unroll_limit iterations, so `r = sin(q) * 2.0 + q` on a
+// tensor<double, 3> compiles to three straight-line statements. Nothing here allocates.
+//
+// The fixed-size evaluation protocol: a node with `fixed == true` has `static_shape` and
+// `at(i)`, the value (in the compute type) at flat row-major index i of its static shape.
+// tensor, scalar_node and map_node implement it.
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "../../core/tensor.hpp"
+#include "../../expr/fixed_ops.hpp"
+
+namespace zenith {
+
+// Loops over at most this many iterations are unrolled at compile time.
+inline constexpr std::size_t fixed_unroll_limit = 64;
+
+namespace detail {
+
+// f(i) for i in [0, N): with std::integral_constant indices (unrolled) up to the limit, else a
+// plain loop with std::size_t.
+template <std::size_t N, class F>
+ZENITH_FIXED_INLINE void static_for(F&& f) {
+  if constexpr (N <= fixed_unroll_limit) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) ZENITH_FIXED_LAMBDA {
+      (f(std::integral_constant<std::size_t, I>{}), ...);
+    }
+    (std::make_index_sequence<N>{});
+  } else {
+    for (std::size_t i = 0; i < N; ++i) f(i);
+  }
+}
+
+template <class T, std::size_t Size, class E>
+ZENITH_FIXED_INLINE void fixed_assign(T* dst, E const& e) {
+  if constexpr (Size == 0) {
+    (void)dst;
+    (void)e;
+  } else if constexpr (Size <= fixed_unroll_limit) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) ZENITH_FIXED_LAMBDA {
+      // Every read before any write: the compiler need not prove dst and e apart.
+      T const values[] = {static_cast<T>(e.at(I))...};
+      ((dst[I] = values[I]), ...);
+    }
+    (std::make_index_sequence<Size>{});
+  } else {
+    for (std::size_t i = 0; i < Size; ++i) dst[i] = static_cast<T>(e.at(i));
+  }
+}
+
+// Folds v[0 .. N) into v[0] pairwise: v[k] = op(v[k], v[k + h]) with h = ceil(N / 2), then
+// the first h. Depth log2(N) instead of N (latency), and each step is a contiguous vector op.
+template <class Op, std::size_t N, class V>
+ZENITH_FIXED_INLINE void fold_halves(V& v) {
+  if constexpr (N > 1) {
+    constexpr std::size_t h = (N + 1) / 2;
+    static_for<N - h>([&](auto k) ZENITH_FIXED_LAMBDA { v[k] = Op::apply(v[k], v[k + h]); });
+    fold_halves<Op, h>(v);
+  }
+}
+
+// Lanes of the vector that folds a contiguous group of G values of C: the widest power of two
+// (at most 64 bytes) that fits twice in G; 1 where no vector applies.
+template <class Op, class C, std::size_t G>
+constexpr std::size_t fold_lanes() {
+  constexpr bool vector_op = std::is_same_v<Op, ops::add> || std::is_same_v<Op, ops::mul>;
+  if constexpr (!vector_op || !std::is_arithmetic_v<C> || std::is_same_v<C, bool>) {
+    return 1;
+  } else {
+    std::size_t w = 1;
+    while (4 * w <= G && 2 * w * sizeof(C) <= 64) w *= 2;
+    return w;
+  }
+}
+
+// Folds the G values at x (contiguous) with W-lane vectors: chunk by chunk into one vector,
+// then its lanes and the tail pairwise. (The compiler's SLP pass does not find this by itself:
+// a reduction to one scalar has no adjacent stores to start from.)
+template <class Op, std::size_t G, std::size_t W, class C>
+ZENITH_FIXED_INLINE C fold_vector(C const* x) {
+  typedef C vec __attribute__((vector_size(W * sizeof(C))));
+  vec acc;
+  std::memcpy(&acc, x, sizeof(vec));
+  static_for<G / W - 1>([&](auto c) ZENITH_FIXED_LAMBDA {
+    vec t;
+    std::memcpy(&t, x + (c + 1) * W, sizeof(vec));
+    acc = Op::apply(acc, t);
+  });
+  constexpr std::size_t tail = G % W;
+  std::array<C, W + tail> v;
+  static_for<W>([&](auto l) ZENITH_FIXED_LAMBDA { v[l] = acc[std::size_t(l)]; });
+  static_for<tail>([&](auto r) ZENITH_FIXED_LAMBDA { v[W + r] = x[G - tail + r]; });
+  fold_halves<Op, W + tail>(v);
+  return v[0];
+}
+
+template <class Op, bool Mean, class Plan, class R, class E>
+ZENITH_FIXED_INLINE void fixed_reduce(R* out, E const& e) {
+  using C = compute_t<R>;
+  constexpr std::size_t n_out = Plan::out_size, group = Plan::group;
+  if constexpr (n_out == 0) {
+    (void)out;
+    (void)e;
+  } else if constexpr (group == 0) {  // an empty reduced axis: the identity (mean: 0 / 0)
+    (void)e;
+    C v = std::is_same_v<Op, ops::mul> ? C(1) : C(0);
+    if constexpr (Mean) v = v / C(0.0);
+    for (std::size_t o = 0; o < n_out; ++o) out[o] = static_cast<R>(v);
+  } else if constexpr (Plan::contiguous && fold_lanes<Op, C, group>() > 1) {
+    constexpr std::size_t lanes = fold_lanes<Op, C, group>();
+    auto run = [&](C const* x) ZENITH_FIXED_LAMBDA {
+      static_for<n_out>([&](auto o) ZENITH_FIXED_LAMBDA {
+        C r = fold_vector<Op, group, lanes>(x + o * group);
+        if constexpr (Mean)
+          out[o] = static_cast<R>(r / C(double(group)));
+        else
+          out[o] = static_cast<R>(r);
+      });
+    };
+    if constexpr (is_tensor_v<E> && std::is_same_v<value_t<E>, C>) {
+      run(e.data());
+    } else {  // evaluate the elements first (unrolled, so the elementwise part vectorizes)
+      std::array<C, Plan::in_size> x;
+      fixed_assign<C, Plan::in_size>(x.data(), e);
+      run(x.data());
+    }
+  } else {
+    static_for<n_out>([&](auto o) ZENITH_FIXED_LAMBDA {
+      std::array<C, group> v;
+      static_for<group>([&](auto g)
+                            ZENITH_FIXED_LAMBDA { v[g] = C(e.at(Plan::members[o * group + g])); });
+      fold_halves<Op, group>(v);
+      if constexpr (Mean)
+        out[o] = static_cast<R>(v[0] / C(double(group)));
+      else
+        out[o] = static_cast<R>(v[0]);
+    });
+  }
+}
+
+template <class Plan, class R, class E>
+ZENITH_FIXED_INLINE void fixed_permute(R* out, E const& e) {
+  static_for<Plan::size>([&](auto o)
+                             ZENITH_FIXED_LAMBDA { out[o] = static_cast<R>(e.at(Plan::src[o])); });
+}
+
+template <std::size_t M, std::size_t K, std::size_t N, class R, class A, class B>
+ZENITH_FIXED_INLINE void fixed_matmul(R* out, A const* a, B const* b) {
+  using C = compute_t<R>;
+  static_for<M * N>([&](auto o) ZENITH_FIXED_LAMBDA {
+    std::size_t const i = o / N, j = o % N;
+    if constexpr (K == 0) {
+      out[o] = static_cast<R>(C(0));
+    } else {
+      C acc = C(compute_t<A>(a[i * K])) * C(compute_t<B>(b[j]));
+      static_for<K - 1>([&](auto k) ZENITH_FIXED_LAMBDA {
+        acc = acc + C(compute_t<A>(a[i * K + k + 1])) * C(compute_t<B>(b[(k + 1) * N + j]));
+      });
+      out[o] = static_cast<R>(acc);
+    }
+  });
+}
+
+}  // namespace detail
+}  // namespace zenith

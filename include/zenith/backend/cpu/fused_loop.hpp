@@ -105,21 +105,46 @@ inline void store_batch(T* p, std::int64_t ds, xsimd::batch<C> const& b) {
   for (std::size_t i = 0; i < xsimd::batch<C>::size; ++i) p[std::int64_t(i) * ds] = T(tmp[i]);
 }
 
-// Writes elements [j, j_end) of the current row.
+// Writes elements [j, j_end) of the current row. Elements at the same (row, j) always take the
+// same path (SIMD batches on the grid j0, j0 + W, ... of the caller's j0, scalar tail after), so
+// callers keep results independent of how a row is split between threads by starting pieces of a
+// row only at multiples of `grain` (a multiple of every batch width).
 template <bool Simd, bool Unit, class T, class Ev>
-inline void run_row(T* out, std::int64_t ds, Ev const& ev, std::int64_t j, std::int64_t j_end) {
+inline void run_row(T* __restrict out, std::int64_t ds, Ev const& ev, std::int64_t j,
+                    std::int64_t j_end) {
   using C = typename Ev::compute_type;
   if constexpr (Simd) {
     constexpr std::int64_t W = std::int64_t(xsimd::batch<C>::size);
-    for (; j + W <= j_end; j += W) store_batch<T, C>(out + j * ds, ds, ev.template simd<Unit>(j));
+    if constexpr (Unit && std::is_same_v<T, C>) {
+      // Unit strides everywhere (ds == 1): four independent batches per iteration.
+      for (; j + 4 * W <= j_end; j += 4 * W) {
+        auto b0 = ev.template simd<true>(j);
+        auto b1 = ev.template simd<true>(j + W);
+        auto b2 = ev.template simd<true>(j + 2 * W);
+        auto b3 = ev.template simd<true>(j + 3 * W);
+        b0.store_unaligned(out + j);
+        b1.store_unaligned(out + j + W);
+        b2.store_unaligned(out + j + 2 * W);
+        b3.store_unaligned(out + j + 3 * W);
+      }
+      for (; j + W <= j_end; j += W) ev.template simd<true>(j).store_unaligned(out + j);
+    } else {
+      for (; j + W <= j_end; j += W) store_batch<T, C>(out + j * ds, ds, ev.template simd<Unit>(j));
+    }
   }
   for (; j < j_end; ++j) out[j * ds] = T(ev.scalar(j));
 }
 
-// Walks flat elements [lo, hi) of the coalesced space.
+// Rows are cut into blocks of `grain` elements (the last block of a row may be shorter); work is
+// handed out in whole blocks, so a piece of a row always starts at a multiple of grain.
+inline constexpr std::int64_t grain = 64;
+
+// Walks flat elements [lo, hi) of the coalesced space; lo is a row start or a multiple of grain
+// inside a row.
 template <bool Simd, class T, class Ev>
-void run_range(dest_view<T> const& dst, Ev ev, loop_space const& ls, std::int64_t lo,
+void run_range(dest_view<T> const& dst, Ev const& ev_in, loop_space const& ls, std::int64_t lo,
                std::int64_t hi, bool unit) {
+  Ev ev = ev_in;  // a private copy: its address never escapes, so stores cannot alias it
   std::size_t r = ls.rank;
   std::int64_t n = ls.dims[r - 1];
   std::array<std::int64_t, max_rank> idx{};
@@ -148,9 +173,23 @@ void run_range(dest_view<T> const& dst, Ev ev, loop_space const& ls, std::int64_
   }
 }
 
+// The flat index where block u starts (blocks never straddle rows).
+inline std::int64_t block_start(std::int64_t u, std::int64_t row_len, std::int64_t blocks_per_row) {
+  std::int64_t row = u / blocks_per_row, b = u % blocks_per_row;
+  return row * row_len + std::min(row_len, b * grain);
+}
+
+// Elements a thread takes at a time: large enough that handing out work costs nothing, small
+// enough that a thread slowed down (by another process, say) leaves the rest to the others.
+inline constexpr std::int64_t elements_per_task = std::int64_t(1) << 16;
+
 }  // namespace detail
 
 // Evaluates ev (built for shape s) into dst. Leaves' strides are regrouped in place.
+//
+// Determinism: which path (SIMD batch or scalar tail) computes an element depends only on its
+// position in its row, never on the number of threads or on how work is handed out, so results
+// are bitwise identical for every thread count.
 template <class T, class Ev>
 void run_fused(dest_view<T> dst, Ev& ev, zenith::shape const& s) {
   if (s.numel() == 0) return;
@@ -169,26 +208,32 @@ void run_fused(dest_view<T> dst, Ev& ev, zenith::shape const& s) {
   constexpr bool can_simd =
       !std::is_same_v<C, bool> && simd_type_v<C> && Ev::template vectorizable<C>();
   bool simd = can_simd && simd_enabled();
-
-  std::int64_t total = std::int64_t(ls.total);
-  std::size_t threads = thread_pool::instance().size();
-  if (std::size_t(total) < parallel_threshold() || threads == 1) threads = 1;
-  // Chunks are multiples of 64 elements, so a chunk edge never changes which elements take the
-  // SIMD path within a contiguous row.
-  std::int64_t chunk = (total + std::int64_t(threads) - 1) / std::int64_t(threads);
-  chunk = (chunk + 63) / 64 * 64;
-  std::size_t nchunks = std::size_t((total + chunk - 1) / chunk);
-  auto body = [&](std::size_t c) {
-    std::int64_t lo = std::int64_t(c) * chunk, hi = std::min(total, lo + chunk);
+  auto run = [&](std::int64_t lo, std::int64_t hi) {
     if constexpr (can_simd) {
       if (simd) return detail::run_range<true>(dst, ev, ls, lo, hi, unit);
     }
     detail::run_range<false>(dst, ev, ls, lo, hi, unit);
   };
-  if (nchunks == 1)
-    body(0);
-  else
-    thread_pool::instance().parallel_for(nchunks, body);
+
+  std::int64_t total = std::int64_t(ls.total);
+  std::size_t threads = thread_pool::instance().size();
+  if (std::size_t(total) < parallel_threshold() || threads <= 1) return run(0, total);
+
+  // Blocks of `grain` elements, grouped into tasks of about elements_per_task elements (at least
+  // 4 tasks per thread); the pool hands tasks to whichever thread is free, so a thread slowed
+  // down by another process leaves its share to the others.
+  std::int64_t row_len = ls.dims[ls.rank - 1];
+  std::int64_t blocks_per_row = (row_len + detail::grain - 1) / detail::grain;
+  std::int64_t blocks = total / row_len * blocks_per_row;
+  std::int64_t per_task = std::max<std::int64_t>(1, detail::elements_per_task / detail::grain);
+  per_task = std::min(per_task, std::max<std::int64_t>(1, blocks / std::int64_t(4 * threads)));
+  std::int64_t tasks = (blocks + per_task - 1) / per_task;
+  if (tasks == 1) return run(0, total);
+  thread_pool::instance().parallel_for(std::size_t(tasks), [&](std::size_t t) {
+    std::int64_t u0 = std::int64_t(t) * per_task, u1 = std::min(blocks, u0 + per_task);
+    run(detail::block_start(u0, row_len, blocks_per_row),
+        u1 == blocks ? total : detail::block_start(u1, row_len, blocks_per_row));
+  });
 }
 
 }  // namespace zenith

@@ -1,0 +1,8 @@
+// expect: max(zenith::array<float>&, double)
+// Axes are integers only: max(x, 0.5) must not compile (elementwise max is maximum).
+#include <zenith/zenith.hpp>
+int main() {
+  zenith::array<float> x({3}, {1, 2, 3});
+  auto m = zenith::max(x, 0.5);
+  (void)m;
+}
