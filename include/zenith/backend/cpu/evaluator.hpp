@@ -32,8 +32,14 @@ concept dense_leaf = expression<E> && requires {
 // Element types xsimd has batches for.
 template <class T>
 inline constexpr bool simd_type_v =
-    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int32_t> ||
-    std::is_same_v<T, std::int64_t>;
+    std::is_same_v<T, float> || std::is_same_v<T, double> ||
+#if defined(__AVX512BW__) && !defined(__OPTIMIZE__)
+    // Unoptimised AVX-512 builds: GCC turns some intrinsics into macros that xsimd 8.1's integer
+    // select cannot compile, so integer expressions take the scalar path there.
+    false;
+#else
+    std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>;
+#endif
 
 namespace detail {
 
