@@ -335,6 +335,23 @@ TEST_CASE("reduction result types follow JAX", "[reduce]") {
   CHECK(float(zn::eval(zn::mean(h)).item()) == 1.5f);
 }
 
+TEST_CASE("integer sums and products wrap around, as in JAX", "[reduce]") {
+  for (bool simd : {true, false}) {
+    zn::set_simd_enabled(simd);
+    auto x = zn::full<std::int32_t>({40}, std::int32_t(1) << 30);
+    std::uint32_t ref = 0;
+    for (int i = 0; i < 40; ++i) ref += std::uint32_t(1) << 30;
+    CHECK(zn::eval(zn::sum(x)).item() == std::int32_t(ref));
+    auto y = zn::arange<std::int32_t>(1, 41);
+    std::uint32_t p = 1;
+    for (std::uint32_t i = 1; i <= 40; ++i) p *= i;
+    CHECK(zn::eval(zn::prod(y)).item() == std::int32_t(p));
+    auto z = zn::full<std::int64_t>({3}, std::numeric_limits<std::int64_t>::max());
+    CHECK(zn::eval(zn::sum(z)).item() == std::numeric_limits<std::int64_t>::max() - 2);
+  }
+  zn::set_simd_enabled(true);
+}
+
 TEST_CASE("axes: one integer, a list, none, keepdims, negative", "[reduce]") {
   auto x = random_array<float>({4, 5, 6}, 21);
   zn::array<float> a = zn::sum(x, 1);

@@ -72,6 +72,21 @@ constexpr A highest_value() {
   else
     return std::numeric_limits<A>::max();
 }
+// Integer sums and products wrap around on overflow, as in JAX (and without undefined behaviour).
+template <class A>
+A wrap_add(A a, A b) {
+  if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>)
+    return A(std::make_unsigned_t<A>(a) + std::make_unsigned_t<A>(b));
+  else
+    return a + b;
+}
+template <class A>
+A wrap_mul(A a, A b) {
+  if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>)
+    return A(std::make_unsigned_t<A>(a) * std::make_unsigned_t<A>(b));
+  else
+    return a * b;
+}
 template <class T>
 using sum_input_t = std::conditional_t<std::is_same_v<T, bool>, std::int32_t, T>;
 }  // namespace detail
@@ -94,7 +109,7 @@ struct reduce_sum {
   }
   template <class A>
   static A combine(A a, A b) {
-    return a + b;
+    return ::zenith::detail::wrap_add(a, b);
   }
   template <class B>
   static B simd(B const& a, B const& b) {
@@ -127,7 +142,7 @@ struct reduce_mean {
   }
   template <class A>
   static A combine(A a, A b) {
-    return a + b;
+    return ::zenith::detail::wrap_add(a, b);
   }
   template <class B>
   static B simd(B const& a, B const& b) {
@@ -159,7 +174,7 @@ struct reduce_prod {
   }
   template <class A>
   static A combine(A a, A b) {
-    return a * b;
+    return ::zenith::detail::wrap_mul(a, b);
   }
   template <class B>
   static B simd(B const& a, B const& b) {
