@@ -238,13 +238,17 @@ typename K::state block_a(Ev& ev, geometry const& g, std::int64_t* idx, std::int
     walk(g, g.nk1, g.n, idx, lo, hi, [&](std::int64_t j, std::int64_t je, std::int64_t) {
       ev.start_row(idx, g.n);
       used = used || j + W <= je;
+      // Local copies: the captured accumulators live in memory, and GCC does not inline this
+      // lambda, so accumulating into them directly costs a load and a store per batch.
+      B b0 = a0, b1 = a1, b2 = a2, b3 = a3;
       for (; j + 4 * W <= je; j += 4 * W) {
-        a0 = Op::simd(a0, ev.template simd<Unit>(j));
-        a1 = Op::simd(a1, ev.template simd<Unit>(j + W));
-        a2 = Op::simd(a2, ev.template simd<Unit>(j + 2 * W));
-        a3 = Op::simd(a3, ev.template simd<Unit>(j + 3 * W));
+        b0 = Op::simd(b0, ev.template simd<Unit>(j));
+        b1 = Op::simd(b1, ev.template simd<Unit>(j + W));
+        b2 = Op::simd(b2, ev.template simd<Unit>(j + 2 * W));
+        b3 = Op::simd(b3, ev.template simd<Unit>(j + 3 * W));
       }
-      for (; j + W <= je; j += W) a0 = Op::simd(a0, ev.template simd<Unit>(j));
+      for (; j + W <= je; j += W) b0 = Op::simd(b0, ev.template simd<Unit>(j));
+      a0 = b0, a1 = b1, a2 = b2, a3 = b3;
       for (; j < je; ++j) K::push(s, A(ev.scalar(j)), 0);
     });
     if (!used) return s;
