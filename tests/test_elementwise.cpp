@@ -127,6 +127,19 @@ struct binary_case {
   bool exact = false;
 };
 
+// A case whose op is one IEEE operation or a selection: both paths give bitwise equal results,
+// within tol of the double reference (exactly, by default).
+template <class F, class R>
+unary_case<F, R> exact_unary(char const* name, F f, R r, input_spec x, tolerance tf = {0, 0},
+                             tolerance td = {0, 0}) {
+  return {name, f, r, x, tf, td, true};
+}
+template <class F, class R>
+binary_case<F, R> exact_binary(char const* name, F f, R r, input_spec x, input_spec y,
+                               tolerance tf = {0, 0}, tolerance td = {0, 0}) {
+  return {name, f, r, x, y, tf, td, true};
+}
+
 // Evaluates expression e into an array<T> with the SIMD path on and off, checks both against
 // ref and, for exact ops, against each other bitwise.
 template <class T, class E>
@@ -349,70 +362,30 @@ TEST_CASE("unary ops match a double-precision reference on both paths", "[elemen
 TEST_CASE("binary ops and operators match a double-precision reference", "[elementwise]") {
   constexpr tolerance ulp_f{1e-7, 0}, ulp_d{2e-16, 0};
   auto cases = std::tuple{
-      binary_case{"add",
-                  [](auto const& a, auto const& b) { return a + b; },
-                  [](double x, double y) { return x + y; },
-                  {-10, 10},
-                  {-10, 10},
-                  ulp_f,
-                  ulp_d,
-                  true},
-      binary_case{"sub",
-                  [](auto const& a, auto const& b) { return a - b; },
-                  [](double x, double y) { return x - y; },
-                  {-10, 10},
-                  {-10, 10},
-                  ulp_f,
-                  ulp_d,
-                  true},
-      binary_case{"mul",
-                  [](auto const& a, auto const& b) { return a * b; },
-                  [](double x, double y) { return x * y; },
-                  {-10, 10},
-                  {-10, 10},
-                  ulp_f,
-                  ulp_d,
-                  true},
-      binary_case{"div",
-                  [](auto const& a, auto const& b) { return a / b; },
-                  [](double x, double y) { return x / y; },
-                  {-10, 10},
-                  {0.1, 10},
-                  ulp_f,
-                  ulp_d,
-                  true},
-      binary_case{"add()",
-                  [](auto const& a, auto const& b) { return zn::add(a, b); },
-                  [](double x, double y) { return x + y; },
-                  {-10, 10},
-                  {-10, 10},
-                  ulp_f,
-                  ulp_d,
-                  true},
-      binary_case{"subtract()",
-                  [](auto const& a, auto const& b) { return zn::subtract(a, b); },
-                  [](double x, double y) { return x - y; },
-                  {-10, 10},
-                  {-10, 10},
-                  ulp_f,
-                  ulp_d,
-                  true},
-      binary_case{"multiply()",
-                  [](auto const& a, auto const& b) { return zn::multiply(a, b); },
-                  [](double x, double y) { return x * y; },
-                  {-10, 10},
-                  {-10, 10},
-                  ulp_f,
-                  ulp_d,
-                  true},
-      binary_case{"divide()",
-                  [](auto const& a, auto const& b) { return zn::divide(a, b); },
-                  [](double x, double y) { return x / y; },
-                  {-10, 10},
-                  {-10, -0.1},
-                  ulp_f,
-                  ulp_d,
-                  true},
+      exact_binary(
+          "add", [](auto const& a, auto const& b) { return a + b; },
+          [](double x, double y) { return x + y; }, {-10, 10}, {-10, 10}, ulp_f, ulp_d),
+      exact_binary(
+          "sub", [](auto const& a, auto const& b) { return a - b; },
+          [](double x, double y) { return x - y; }, {-10, 10}, {-10, 10}, ulp_f, ulp_d),
+      exact_binary(
+          "mul", [](auto const& a, auto const& b) { return a * b; },
+          [](double x, double y) { return x * y; }, {-10, 10}, {-10, 10}, ulp_f, ulp_d),
+      exact_binary(
+          "div", [](auto const& a, auto const& b) { return a / b; },
+          [](double x, double y) { return x / y; }, {-10, 10}, {0.1, 10}, ulp_f, ulp_d),
+      exact_binary(
+          "add()", [](auto const& a, auto const& b) { return zn::add(a, b); },
+          [](double x, double y) { return x + y; }, {-10, 10}, {-10, 10}, ulp_f, ulp_d),
+      exact_binary(
+          "subtract()", [](auto const& a, auto const& b) { return zn::subtract(a, b); },
+          [](double x, double y) { return x - y; }, {-10, 10}, {-10, 10}, ulp_f, ulp_d),
+      exact_binary(
+          "multiply()", [](auto const& a, auto const& b) { return zn::multiply(a, b); },
+          [](double x, double y) { return x * y; }, {-10, 10}, {-10, 10}, ulp_f, ulp_d),
+      exact_binary(
+          "divide()", [](auto const& a, auto const& b) { return zn::divide(a, b); },
+          [](double x, double y) { return x / y; }, {-10, 10}, {-10, -0.1}, ulp_f, ulp_d),
       // Scalars on either side (weakly typed: they take the array's type).
       binary_case{"scalar ops",
                   [](auto const& a, auto const& b) { return 2 - a * 0.5 + b / 4 - 3 / (b + 20); },
@@ -438,59 +411,30 @@ TEST_CASE("binary ops and operators match a double-precision reference", "[eleme
                   [](double x, double) { return x * x; },
                   {-3, 3},
                   {0, 1}},
-      binary_case{"maximum",
-                  [](auto const& a, auto const& b) { return zn::maximum(a, b); },
-                  [](double x, double y) { return std::max(x, y); },
-                  {-10, 10},
-                  {-10, 10},
-                  tolerance{0, 0},
-                  tolerance{0, 0},
-                  true},
-      binary_case{"minimum",
-                  [](auto const& a, auto const& b) { return zn::minimum(a, b); },
-                  [](double x, double y) { return std::min(x, y); },
-                  {-10, 10},
-                  {-10, 10},
-                  tolerance{0, 0},
-                  tolerance{0, 0},
-                  true},
+      exact_binary(
+          "maximum", [](auto const& a, auto const& b) { return zn::maximum(a, b); },
+          [](double x, double y) { return std::max(x, y); }, {-10, 10}, {-10, 10}),
+      exact_binary(
+          "minimum", [](auto const& a, auto const& b) { return zn::minimum(a, b); },
+          [](double x, double y) { return std::min(x, y); }, {-10, 10}, {-10, 10}),
       binary_case{"atan2",
                   [](auto const& a, auto const& b) { return zn::atan2(a, b); },
                   [](double y, double x) { return std::atan2(y, x); },
                   {-5, 5},
                   {-5, 5}},
-      binary_case{"where",
-                  [](auto const& a, auto const& b) { return zn::where(a > b, a, b * 2); },
-                  [](double x, double y) { return x > y ? x : y * 2; },
-                  {-10, 10},
-                  {-10, 10},
-                  tolerance{0, 0},
-                  tolerance{0, 0},
-                  true},
-      binary_case{"where (scalar branch)",
-                  [](auto const& a, auto const& b) { return zn::where(a <= b, 1.5, a); },
-                  [](double x, double y) { return x <= y ? 1.5 : x; },
-                  {-10, 10},
-                  {-10, 10},
-                  tolerance{0, 0},
-                  tolerance{0, 0},
-                  true},
-      binary_case{"clip (scalar bounds)",
-                  [](auto const& a, auto const&) { return zn::clip(a, -0.5, 2); },
-                  [](double x, double) { return std::min(std::max(x, -0.5), 2.0); },
-                  {-3, 3},
-                  {0, 1},
-                  tolerance{0, 0},
-                  tolerance{0, 0},
-                  true},
-      binary_case{"clip (array bounds)",
-                  [](auto const& a, auto const& b) { return zn::clip(a, -b, b); },
-                  [](double x, double y) { return std::min(std::max(x, -y), y); },
-                  {-3, 3},
-                  {0, 2},
-                  tolerance{0, 0},
-                  tolerance{0, 0},
-                  true},
+      exact_binary(
+          "where", [](auto const& a, auto const& b) { return zn::where(a > b, a, b * 2); },
+          [](double x, double y) { return x > y ? x : y * 2; }, {-10, 10}, {-10, 10}),
+      exact_binary(
+          "where (scalar branch)",
+          [](auto const& a, auto const& b) { return zn::where(a <= b, 1.5, a); },
+          [](double x, double y) { return x <= y ? 1.5 : x; }, {-10, 10}, {-10, 10}),
+      exact_binary(
+          "clip (scalar bounds)", [](auto const& a, auto const&) { return zn::clip(a, -0.5, 2); },
+          [](double x, double) { return std::min(std::max(x, -0.5), 2.0); }, {-3, 3}, {0, 1}),
+      exact_binary(
+          "clip (array bounds)", [](auto const& a, auto const& b) { return zn::clip(a, -b, b); },
+          [](double x, double y) { return std::min(std::max(x, -y), y); }, {-3, 3}, {0, 2}),
   };
   run_all(cases);
 }
@@ -505,12 +449,21 @@ TEST_CASE("comparisons give bool arrays", "[elementwise]") {
       auto b = random_array<T>(n, {-2, 2, input_kind::quarters}, 12);
       auto check = [&](char const* name, auto e, auto ref) {
         static_assert(std::is_same_v<zn::value_t<decltype(e)>, bool>);
-        zn::array<bool> got = e;
-        std::size_t bad = 0;
-        for (std::size_t i = 0; i < n; ++i)
-          bad += got.data()[i] != ref(double(a.data()[i]), double(b.data()[i]));
+        // A comparison at the root stores its xsimd mask as bytes: the SIMD path is taken.
+        using Ev = zn::evaluator_t<decltype(e)>;
+        static_assert(std::is_same_v<zn::simd_lane_t<Ev>, T> &&
+                      Ev::template vectorizable<zn::simd_lane_t<Ev>>());
         INFO(name << "<" << type_name<T>() << ">[" << n << "]");
-        CHECK(bad == 0);
+        for (bool simd : {true, false}) {
+          if (!simd && n > scalar_path_max) continue;
+          simd_guard g(simd);
+          zn::array<bool> got = e;
+          std::size_t bad = 0;
+          for (std::size_t i = 0; i < n; ++i)
+            bad += got.data()[i] != ref(double(a.data()[i]), double(b.data()[i]));
+          INFO((simd ? "simd" : "scalar") << " path");
+          CHECK(bad == 0);
+        }
         // Through the mask path, with SIMD on and off.
         std::vector<double> want(n);
         for (std::size_t i = 0; i < n; ++i)
@@ -534,6 +487,18 @@ TEST_CASE("comparisons give bool arrays", "[elementwise]") {
   };
   run(float{});
   run(double{});
+  // Into a strided destination (stride 2: stacked along a new last axis), on both paths.
+  auto a = random_array<float>(1000, {-2, 2, input_kind::quarters}, 13);
+  auto b = random_array<float>(1000, {-2, 2, input_kind::quarters}, 14);
+  for (bool simd : {true, false}) {
+    simd_guard g(simd);
+    zn::array<bool> st = zn::stack(std::vector{a < b, b < a}, -1);
+    REQUIRE(st.shape() == zn::shape{1000, 2});
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < 1000; ++i)
+      bad += st(i, 0) != (a(i) < b(i)) || st(i, 1) != (b(i) < a(i));
+    CHECK(bad == 0);
+  }
 }
 
 // NaN and signed zero: the special values, placed both in SIMD batches and in the scalar tail.

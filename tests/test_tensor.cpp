@@ -186,6 +186,14 @@ TEST_CASE("tensor: rank 0 holds one value and converts to it", "[tensor]") {
   CHECK(s() == 2.5);
   zn::tensor<double> t = s * 2.0 + 1.0;  // rank 0 expressions unroll to one statement
   CHECK(double(t) == 6.0);
+  // A rank-0 expression converts too, without first being assigned to a tensor.
+  zn::tensor<double, 3> a{1, 2, 3}, b{4, 5, 6};
+  double total = zn::sum(a) + zn::sum(b);
+  CHECK(total == 21.0);
+  float f = zn::sum(a * b) * 0.5;
+  CHECK(f == 16.0f);
+  static_assert(std::is_convertible_v<decltype(s * 2.0), double>);
+  static_assert(!std::is_convertible_v<decltype(a * 2.0), double>);  // rank 1: no value
   // A rank-0 tensor broadcasts against any fixed shape.
   zn::tensor<double, 2, 2> m{1, 2, 3, 4};
   zn::tensor<double, 2, 2> r = m * s;

@@ -82,6 +82,13 @@ struct map_node : expr_base {
   using static_shape = typename std::conditional_t<fixed, static_shape_of<>,
                                                    std::type_identity<fixed_shape<>>>::type;
 
+  // A fixed-size rank-0 expression (sum(a) + sum(b) of tensors) converts to its value, as a
+  // rank-0 tensor does.
+  static constexpr bool fixed_scalar = fixed && static_shape::rank == 0;
+  operator value_type() const requires fixed_scalar {  // NOLINT: implicit, like tensor<T>'s
+    return value_type(at(0));
+  }
+
  private:
   template <std::size_t... I>
   zenith::shape broadcast_all(std::index_sequence<I...>) const {

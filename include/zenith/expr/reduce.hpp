@@ -93,31 +93,18 @@ using sum_input_t = std::conditional_t<std::is_same_v<T, bool>, std::int32_t, T>
 
 namespace ops {
 
-struct reduce_sum {
-  static constexpr std::string_view name = "reduce_sum";
-  static constexpr std::string_view cuda = "({0} + {1})";
-  static constexpr std::string_view cuda_identity = "(({T})0)";
+// What the folding reductions share: input and result are the element type, a batch's lanes
+// fold in a fixed tree, and the accumulator is the answer. A tag redeclares what differs.
+template <class Self>
+struct fold_defaults {
   static constexpr std::string_view cuda_finalize = "{0}";
-  static constexpr bool has_identity = true;
   template <class T>
-  using input = ::zenith::detail::sum_input_t<T>;
+  using input = T;
   template <class T>
   using result = T;
-  template <class A>
-  static A identity() {
-    return A(0);
-  }
-  template <class A>
-  static A combine(A a, A b) {
-    return ::zenith::detail::wrap_add(a, b);
-  }
-  template <class B>
-  static B simd(B const& a, B const& b) {
-    return a + b;
-  }
   template <class B>
   static auto hreduce(B const& b) {
-    return ::zenith::detail::tree_hreduce<reduce_sum>(b);
+    return ::zenith::detail::tree_hreduce<Self>(b);
   }
   template <class A>
   static A finalize(A acc, std::size_t) {
@@ -125,17 +112,13 @@ struct reduce_sum {
   }
 };
 
-// The mean: a sum divided by the element count (NaN for none). Integer input gives float32.
-struct reduce_mean {
-  static constexpr std::string_view name = "reduce_mean";
+struct reduce_sum : fold_defaults<reduce_sum> {
+  static constexpr std::string_view name = "reduce_sum";
   static constexpr std::string_view cuda = "({0} + {1})";
   static constexpr std::string_view cuda_identity = "(({T})0)";
-  static constexpr std::string_view cuda_finalize = "({0} / ({T}){n})";
   static constexpr bool has_identity = true;
   template <class T>
-  using input = float_of_t<T>;
-  template <class T>
-  using result = T;
+  using input = ::zenith::detail::sum_input_t<T>;
   template <class A>
   static A identity() {
     return A(0);
@@ -148,26 +131,27 @@ struct reduce_mean {
   static B simd(B const& a, B const& b) {
     return a + b;
   }
-  template <class B>
-  static auto hreduce(B const& b) {
-    return ::zenith::detail::tree_hreduce<reduce_mean>(b);
-  }
+};
+
+// The mean: a sum divided by the element count (NaN for none). Integer input gives float32.
+struct reduce_mean : reduce_sum {
+  static constexpr std::string_view name = "reduce_mean";
+  static constexpr std::string_view cuda_finalize = "({0} / ({T}){n})";
+  template <class T>
+  using input = float_of_t<T>;
   template <class A>
   static A finalize(A acc, std::size_t n) {
     return acc / A(n);
   }
 };
 
-struct reduce_prod {
+struct reduce_prod : fold_defaults<reduce_prod> {
   static constexpr std::string_view name = "reduce_prod";
   static constexpr std::string_view cuda = "({0} * {1})";
   static constexpr std::string_view cuda_identity = "(({T})1)";
-  static constexpr std::string_view cuda_finalize = "{0}";
   static constexpr bool has_identity = true;
   template <class T>
   using input = ::zenith::detail::sum_input_t<T>;
-  template <class T>
-  using result = T;
   template <class A>
   static A identity() {
     return A(1);
@@ -180,80 +164,35 @@ struct reduce_prod {
   static B simd(B const& a, B const& b) {
     return a * b;
   }
-  template <class B>
-  static auto hreduce(B const& b) {
-    return ::zenith::detail::tree_hreduce<reduce_prod>(b);
-  }
-  template <class A>
-  static A finalize(A acc, std::size_t) {
-    return acc;
-  }
 };
 
-// max / min propagate NaN, as numpy.max and jnp.max do.
-struct reduce_max {
-  static constexpr std::string_view name = "reduce_max";
-  static constexpr std::string_view cuda = "(({0} > {1} || {0} != {0}) ? {0} : {1})";
-  static constexpr std::string_view cuda_identity = "{lowest}";
-  static constexpr std::string_view cuda_finalize = "{0}";
-  static constexpr bool has_identity = false;  // an empty max is an error
-  template <class T>
-  using input = T;
-  template <class T>
-  using result = T;
-  template <class A>
-  static A identity() {
-    return ::zenith::detail::lowest_value<A>();
-  }
-  template <class A>
-  static A combine(A a, A b) {
-    return maximum::apply(a, b);
-  }
-  template <class B>
-  static B simd(B const& a, B const& b) {
-    return maximum::simd(a, b);
-  }
-  template <class B>
-  static auto hreduce(B const& b) {
-    return ::zenith::detail::tree_hreduce<reduce_max>(b);
-  }
-  template <class A>
-  static A finalize(A acc, std::size_t) {
-    return acc;
-  }
-};
-
-struct reduce_min {
-  static constexpr std::string_view name = "reduce_min";
-  static constexpr std::string_view cuda = "(({0} < {1} || {0} != {0}) ? {0} : {1})";
-  static constexpr std::string_view cuda_identity = "{highest}";
-  static constexpr std::string_view cuda_finalize = "{0}";
+// max / min propagate NaN, as numpy.max and jnp.max do: the elementwise maximum / minimum
+// folded over the axes. An empty max or min is an error, so neither has an identity.
+template <class Pick, bool Max>
+struct reduce_extreme : fold_defaults<reduce_extreme<Pick, Max>> {
+  static constexpr std::string_view name = Max ? "reduce_max" : "reduce_min";
+  static constexpr std::string_view cuda =
+      Max ? "(({0} > {1} || {0} != {0}) ? {0} : {1})" : "(({0} < {1} || {0} != {0}) ? {0} : {1})";
+  static constexpr std::string_view cuda_identity = Max ? "{lowest}" : "{highest}";
   static constexpr bool has_identity = false;
-  template <class T>
-  using input = T;
-  template <class T>
-  using result = T;
   template <class A>
   static A identity() {
-    return ::zenith::detail::highest_value<A>();
+    if constexpr (Max)
+      return ::zenith::detail::lowest_value<A>();
+    else
+      return ::zenith::detail::highest_value<A>();
   }
   template <class A>
   static A combine(A a, A b) {
-    return minimum::apply(a, b);
+    return Pick::apply(a, b);
   }
   template <class B>
   static B simd(B const& a, B const& b) {
-    return minimum::simd(a, b);
-  }
-  template <class B>
-  static auto hreduce(B const& b) {
-    return ::zenith::detail::tree_hreduce<reduce_min>(b);
-  }
-  template <class A>
-  static A finalize(A acc, std::size_t) {
-    return acc;
+    return Pick::simd(a, b);
   }
 };
+using reduce_max = reduce_extreme<maximum, true>;
+using reduce_min = reduce_extreme<minimum, false>;
 
 // argmax / argmin: the index of the first best element along one axis (or of the flattened
 // array); a NaN beats every number, so the first NaN is found, as in NumPy. The state is a
@@ -309,17 +248,14 @@ ZENITH_ARG_REDUCTION(argmin, <, highest_value, "{highest}")
 
 // log(sum(exp(x))), computed stably as m + log(sum(exp(x - m))) with m the max (taken as 0
 // where it is not finite). combine is logaddexp; the CPU evaluator uses the two-pass form.
-struct reduce_logsumexp {
+struct reduce_logsumexp : fold_defaults<reduce_logsumexp> {
   static constexpr std::string_view name = "reduce_logsumexp";
   static constexpr std::string_view cuda =
       "(max({0}, {1}) == -INFINITY ? {1} : max({0}, {1}) + log1p(exp(-fabs({0} - {1}))))";
   static constexpr std::string_view cuda_identity = "(-INFINITY)";
-  static constexpr std::string_view cuda_finalize = "{0}";
   static constexpr bool has_identity = true;  // log(0) = -inf
   template <class T>
   using input = float_of_t<T>;
-  template <class T>
-  using result = T;
   template <class A>
   static A identity() {
     return -std::numeric_limits<A>::infinity();
@@ -339,14 +275,6 @@ struct reduce_logsumexp {
     B r = m + xsimd::log1p(xsimd::exp(-xsimd::abs(a - b)));
     r = xsimd::select(m == B(-std::numeric_limits<A>::infinity()), b, r);
     return xsimd::select(m == B(std::numeric_limits<A>::infinity()), m, r);
-  }
-  template <class B>
-  static auto hreduce(B const& b) {
-    return ::zenith::detail::tree_hreduce<reduce_logsumexp>(b);
-  }
-  template <class A>
-  static A finalize(A acc, std::size_t) {
-    return acc;
   }
 };
 

@@ -245,6 +245,18 @@ struct map_eval {
   }
 };
 
+// The xsimd lane type of an evaluator: its compute type, except that a bool-valued node (a
+// comparison) computes batch_bool masks of its operands' lane type.
+template <class Ev>
+struct simd_lane {
+  using type = typename Ev::compute_type;
+};
+template <class Op, class E0, class... Es>
+requires std::is_same_v < typename map_eval<Op, E0, Es...>::compute_type,
+bool > struct simd_lane<map_eval<Op, E0, Es...>> { using type = typename simd_lane<E0>::type; };
+template <class Ev>
+using simd_lane_t = typename simd_lane<Ev>::type;
+
 // evaluator_for<E>: the evaluator type of an expression type and how to build one.
 template <class E>
 struct evaluator_for;

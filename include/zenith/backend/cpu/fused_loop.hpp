@@ -114,8 +114,19 @@ inline void run_row(T* __restrict out, std::int64_t ds, Ev const& ev, std::int64
                     std::int64_t j_end) {
   using C = typename Ev::compute_type;
   if constexpr (Simd) {
-    constexpr std::int64_t W = std::int64_t(xsimd::batch<C>::size);
-    if constexpr (Unit && std::is_same_v<T, C>) {
+    constexpr std::int64_t W = std::int64_t(xsimd::batch<simd_lane_t<Ev>>::size);
+    if constexpr (std::is_same_v<C, bool>) {
+      // A comparison at the root: its xsimd mask is stored as bytes.
+      for (; j + W <= j_end; j += W) {
+        if (ds == 1) {
+          ev.template simd<Unit>(j).store_unaligned(out + j);
+        } else {
+          alignas(64) bool tmp[W];
+          ev.template simd<Unit>(j).store_aligned(tmp);
+          for (std::int64_t i = 0; i < W; ++i) out[(j + i) * ds] = tmp[i];
+        }
+      }
+    } else if constexpr (Unit && std::is_same_v<T, C>) {
       // Unit strides everywhere (ds == 1): four independent batches per iteration.
       for (; j + 4 * W <= j_end; j += 4 * W) {
         auto b0 = ev.template simd<true>(j);
@@ -204,9 +215,11 @@ void run_fused(dest_view<T> dst, Ev& ev, zenith::shape const& s) {
     unit = unit && leaf.stride[ls.rank - 1] == 1;
   });
 
-  using C = typename Ev::compute_type;
+  // The lane type: the compute type, or for a comparison at the root that of its operands.
+  using L = simd_lane_t<Ev>;
   constexpr bool can_simd =
-      !std::is_same_v<C, bool> && simd_type_v<C> && Ev::template vectorizable<C>();
+      !std::is_same_v<L, bool> && simd_type_v<L> && Ev::template vectorizable<L>() &&
+      (std::is_same_v<T, bool> || !std::is_same_v<typename Ev::compute_type, bool>);
   bool simd = can_simd && simd_enabled();
   auto run = [&](std::int64_t lo, std::int64_t hi) {
     if constexpr (can_simd) {

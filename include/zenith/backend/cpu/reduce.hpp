@@ -634,6 +634,89 @@ plan<Ev> make_plan(Ev const& ev0, std::vector<std::size_t> const& perm, zenith::
   return p;
 }
 
+// Output strides on the child's axes (0 on reduced ones), for an output of shape out_shape
+// with or without the reduced axes kept as 1.
+inline std::array<std::int64_t, max_rank> output_strides(zenith::shape const& out_shape,
+                                                         std::size_t r, std::uint32_t mask) {
+  std::array<std::int64_t, max_rank> ost{};
+  auto os = row_major_strides(out_shape);
+  bool keep = out_shape.size() == r;
+  std::size_t ko = 0;
+  for (std::size_t k = 0; k < r; ++k) {
+    if (mask >> k & 1) {
+      ost[k] = 0;
+      if (keep) ++ko;
+    } else {
+      ost[k] = os[ko++];
+    }
+  }
+  return ost;
+}
+
+// The two loop orders a reduction can take (perm_b is empty when case B has no rows), which one
+// the memory layout favours, and the kept axis with the closest elements (max_rank if none).
+struct loop_orders {
+  std::vector<std::size_t> perm_a, perm_b;
+  bool natural_a = true;
+  std::size_t kin = max_rank;
+};
+
+// Chooses the loop orders from the leaves' strides alone. Not a template, so that every
+// reduction instantiation shares one copy.
+inline loop_orders order_axes(zenith::shape const& S, std::uint32_t mask,
+                              std::vector<std::array<std::int64_t, max_rank>> const& leaf_strides,
+                              bool keep_reduced_order) {
+  std::size_t r = S.size();
+  loop_orders o;
+  // Order the axes by how far apart their elements are in memory (summed over the leaves);
+  // an axis no leaf moves along (broadcast) sorts outermost.
+  std::array<std::uint64_t, max_rank> key{};
+  for (auto const& stride : leaf_strides)
+    for (std::size_t k = 0; k < r; ++k)
+      key[k] += std::uint64_t(stride[k] < 0 ? -stride[k] : stride[k]);
+  for (std::size_t k = 0; k < r; ++k)
+    if (key[k] == 0) key[k] = std::numeric_limits<std::uint64_t>::max();
+  std::vector<std::size_t> kept, red;
+  for (std::size_t k = 0; k < r; ++k) (mask >> k & 1 ? red : kept).push_back(k);
+  auto by_key = [&](std::size_t a, std::size_t b) { return key[a] > key[b]; };
+  std::stable_sort(kept.begin(), kept.end(), by_key);
+  // argmax / argmin positions are row-major over the reduced axes: keep their order.
+  if (!keep_reduced_order) std::stable_sort(red.begin(), red.end(), by_key);
+  // The axis with the closest elements decides the natural case: A when it is reduced, B when
+  // it is kept (then the kept axes inside every reduced axis form the rows).
+  std::size_t inner = max_rank;
+  for (std::size_t k = 0; k < r; ++k)
+    if (S[k] > 1 && (inner == max_rank || key[k] <= key[inner])) inner = k;
+  auto& perm_a = o.perm_a;
+  auto& perm_b = o.perm_b;
+  perm_a = kept;
+  perm_a.insert(perm_a.end(), red.begin(), red.end());
+  auto& kin = o.kin;
+  for (std::size_t k : kept)
+    if (S[k] > 1) kin = k;
+  auto& natural_a = o.natural_a;
+  natural_a = inner == max_rank || (mask >> inner & 1);
+  if (!natural_a) {
+    std::uint64_t min_red = std::numeric_limits<std::uint64_t>::max();
+    bool any_red = false;
+    for (std::size_t k : red)
+      if (S[k] > 1) {
+        min_red = any_red ? std::min(min_red, key[k]) : key[k];
+        any_red = true;
+      }
+    std::vector<std::size_t> k2;
+    for (std::size_t k : kept) (any_red && key[k] >= min_red ? perm_b : k2).push_back(k);
+    perm_b.insert(perm_b.end(), red.begin(), red.end());
+    perm_b.insert(perm_b.end(), k2.begin(), k2.end());
+  } else if (kin != max_rank) {  // the alternative to A: rows along kin
+    for (std::size_t k : kept)
+      if (k != kin) perm_b.push_back(k);
+    perm_b.insert(perm_b.end(), red.begin(), red.end());
+    perm_b.push_back(kin);
+  }
+  return o;
+}
+
 // Reduces `child` over the axes in mask into out (its shape: the kept axes, with or without
 // the reduced ones as 1).
 template <class Op, class T, class C>
@@ -658,66 +741,13 @@ void reduce_into(array<T>& out, C const& child, std::uint32_t mask) {
   auto ev = make_evaluator(child);
   using Ev = decltype(ev);
 
-  // Output strides on the child's axes (0 on reduced ones).
-  std::array<std::int64_t, max_rank> ost{};
-  {
-    auto os = row_major_strides(out.shape());
-    bool keep = out.ndim() == r;
-    std::size_t ko = 0;
-    for (std::size_t k = 0; k < r; ++k) {
-      if (mask >> k & 1) {
-        ost[k] = 0;
-        if (keep) ++ko;
-      } else {
-        ost[k] = os[ko++];
-      }
-    }
-  }
-
-  // Order the axes by how far apart their elements are in memory (summed over the leaves);
-  // an axis no leaf moves along (broadcast) sorts outermost.
-  std::array<std::uint64_t, max_rank> key{};
-  ev.for_each_leaf([&](auto& leaf) {
-    for (std::size_t k = 0; k < r; ++k)
-      key[k] += std::uint64_t(leaf.stride[k] < 0 ? -leaf.stride[k] : leaf.stride[k]);
-  });
-  for (std::size_t k = 0; k < r; ++k)
-    if (key[k] == 0) key[k] = std::numeric_limits<std::uint64_t>::max();
-  std::vector<std::size_t> kept, red;
-  for (std::size_t k = 0; k < r; ++k) (mask >> k & 1 ? red : kept).push_back(k);
-  auto by_key = [&](std::size_t a, std::size_t b) { return key[a] > key[b]; };
-  std::stable_sort(kept.begin(), kept.end(), by_key);
-  // argmax / argmin positions are row-major over the reduced axes: keep their order.
-  if constexpr (!indexed_reduction<Op>) std::stable_sort(red.begin(), red.end(), by_key);
-  // The axis with the closest elements decides the natural case: A when it is reduced, B when
-  // it is kept (then the kept axes inside every reduced axis form the rows).
-  std::size_t inner = max_rank;
-  for (std::size_t k = 0; k < r; ++k)
-    if (S[k] > 1 && (inner == max_rank || key[k] <= key[inner])) inner = k;
-  std::vector<std::size_t> perm_a = kept, perm_b;
-  perm_a.insert(perm_a.end(), red.begin(), red.end());
-  std::size_t kin = max_rank;  // the kept axis with the closest elements
-  for (std::size_t k : kept)
-    if (S[k] > 1) kin = k;
-  bool natural_a = inner == max_rank || (mask >> inner & 1);
-  if (!natural_a) {
-    std::uint64_t min_red = std::numeric_limits<std::uint64_t>::max();
-    bool any_red = false;
-    for (std::size_t k : red)
-      if (S[k] > 1) {
-        min_red = any_red ? std::min(min_red, key[k]) : key[k];
-        any_red = true;
-      }
-    std::vector<std::size_t> k2;
-    for (std::size_t k : kept) (any_red && key[k] >= min_red ? perm_b : k2).push_back(k);
-    perm_b.insert(perm_b.end(), red.begin(), red.end());
-    perm_b.insert(perm_b.end(), k2.begin(), k2.end());
-  } else if (kin != max_rank) {  // the alternative to A: rows along kin
-    for (std::size_t k : kept)
-      if (k != kin) perm_b.push_back(k);
-    perm_b.insert(perm_b.end(), red.begin(), red.end());
-    perm_b.push_back(kin);
-  }
+  auto ost = output_strides(out.shape(), r, mask);
+  std::vector<std::array<std::int64_t, max_rank>> leaf_strides;
+  ev.for_each_leaf([&](auto& leaf) { leaf_strides.push_back(leaf.stride); });
+  loop_orders const orders = order_axes(S, mask, leaf_strides, indexed_reduction<Op>);
+  bool const natural_a = orders.natural_a;
+  std::vector<std::size_t> const &perm_a = orders.perm_a, &perm_b = orders.perm_b;
+  std::size_t const kin = orders.kin;
   // Short rows waste the vector loop and cost per-row overhead: when the natural order's rows
   // are short, take the other order if its rows are longer (e.g. sum over axis 1 of (n, 4)).
   constexpr std::int64_t short_row = 16;
@@ -746,10 +776,8 @@ void reduce_into(array<T>& out, C const& child, std::uint32_t mask) {
         return;
       }
     }
-    if (unit)
-      run.template operator()<false, true>();
-    else
-      run.template operator()<false, false>();
+    // The scalar path reads through ev.scalar(j), which unit stride does not change: one copy.
+    run.template operator()<false, false>();
   };
   if (g.nk2 == 0) {
     dispatch([&]<bool Simd, bool Unit>() { run_a<Op, Simd, Unit>(pev, g, o); });

@@ -24,18 +24,10 @@ namespace detail {
 // Evaluates e as T into a fresh array this code may overwrite (never a buffer shared with e).
 template <element T, expression E>
 array<T> softmax_input(E const& e) {
-  if constexpr (barrier_expression<E> && std::is_same_v<value_t<E>, T>) {
-    array<T> r = eval_barrier(e);
-    auto const& b = r.storage();
-    if (b && b->owned() && b.use_count() == 1) return r;
-    return copy_from(r.data(), r.shape());
-  } else {
-    auto x = convert<T>(e);
-    auto out = array<T>::empty(x.shape());
-    auto ev = make_evaluator(x);
-    run_fused(contiguous_dest(out), ev, out.shape());
-    return out;
-  }
+  array<T> r = evaluate_as<T>(e);
+  auto const& b = r.storage();
+  if (b && b->owned() && b.use_count() == 1) return r;
+  return copy_from(r.data(), r.shape());
 }
 
 // Lane helpers: the same code runs on a scalar C or an xsimd batch of C.

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <concepts>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -31,6 +33,23 @@
 #endif
 
 namespace zenith {
+
+// A non-owning reference to a callable taking a chunk index. parallel_for returns only when
+// every chunk has run, so the callable outlives its use. Unlike std::function it never
+// allocates and costs one small call thunk per callable type, not a manager as well.
+class chunk_fn {
+ public:
+  template <class F>
+  requires(!std::same_as<std::remove_cvref_t<F>, chunk_fn> && std::invocable<F const&, std::size_t>)
+      chunk_fn(F const& f)  // NOLINT: implicit, like std::function
+      : obj_(std::addressof(f)),
+        call_([](void const* o, std::size_t i) { (*static_cast<F const*>(o))(i); }) {}
+  void operator()(std::size_t i) const { call_(obj_, i); }
+
+ private:
+  void const* obj_;
+  void (*call_)(void const*, std::size_t);
+};
 
 namespace detail {
 inline void cpu_relax() {
@@ -100,7 +119,7 @@ class thread_pool {
   // Called from inside a running chunk (nested), it runs serially on the calling thread. If
   // chunks throw, the first exception is rethrown here once the started chunks have finished;
   // chunks not yet started are skipped.
-  void parallel_for(std::size_t n, std::function<void(std::size_t)> const& f) {
+  void parallel_for(std::size_t n, chunk_fn f) {
     if (n == 0) return;
     if (n == 1 || nthreads_ == 1 || in_worker()) {
       for (std::size_t i = 0; i < n; ++i) f(i);
@@ -151,7 +170,7 @@ class thread_pool {
   }
 
   // One job: publish it, work on it as thread 0, then wait for the chunks still running.
-  void run_job(std::size_t n, std::function<void(std::size_t)> const& f) {
+  void run_job(std::size_t n, chunk_fn f) {
     std::lock_guard run_lock(run_mu_);
     job_ = &f;
     error_ = nullptr;
@@ -273,7 +292,7 @@ class thread_pool {
   std::mutex mu_, run_mu_;
   std::condition_variable cv_, done_cv_;
   // The current job; job_ and the counters are written before the shares are filled (release).
-  std::function<void(std::size_t)> const* job_ = nullptr;
+  chunk_fn const* job_ = nullptr;
   std::atomic<std::size_t> remaining_{0};  // chunks not yet finished
   std::atomic<bool> failed_{false};        // a chunk threw: skip the ones not yet started
   std::exception_ptr error_;               // guarded by mu_
