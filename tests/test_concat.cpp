@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <random>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 #include <zenith/zenith.hpp>
 
@@ -179,4 +181,33 @@ TEST_CASE("concatenate and stack errors", "[concat][errors]") {
   CHECK_THROWS_AS(zn::concatenate(std::vector<zn::array<float>>{}), zn::value_error);
   CHECK_THROWS_AS(zn::stack(std::vector<zn::array<float>>{}), zn::value_error);
   CHECK_THROWS_AS(zn::concatenate({zn::zeros<float>({}), zn::zeros<float>({})}), zn::shape_error);
+}
+
+TEST_CASE("concatenate and stack take parts of different types in a std::tuple", "[concat]") {
+  auto a = random_array<float>({2, 3}, 11);
+  auto b = random_array<double>({2, 2}, 12);
+  zn::array<std::int32_t> i({2, 1}, {7, -8});
+  // float, double and int32 parts meet at double, as in JAX.
+  auto cat = zn::concatenate(std::tuple(a, b * 0.5, i), 1);
+  static_assert(std::is_same_v<zn::value_t<decltype(cat)>, double>);
+  zn::array<double> c = cat;
+  REQUIRE(c.shape() == zn::shape{2, 6});
+  for (std::size_t r = 0; r < 2; ++r) {
+    for (std::size_t k = 0; k < 3; ++k) CHECK(c(r, k) == double(a(r, k)));
+    for (std::size_t k = 0; k < 2; ++k) CHECK(c(r, 3 + k) == b(r, k) * 0.5);
+    CHECK(c(r, 5) == double(i(r, 0)));
+  }
+  // stack: an array and an expression of another type, along a new last axis.
+  zn::array<float> st = zn::stack(std::tuple(a, zn::transpose(zn::transpose(a)) * 2.f + 1.f), -1);
+  REQUIRE(st.shape() == zn::shape{2, 3, 2});
+  for (std::size_t r = 0; r < 2; ++r)
+    for (std::size_t k = 0; k < 3; ++k) {
+      CHECK(st(r, k, 0) == a(r, k));
+      CHECK(st(r, k, 1) == a(r, k) * 2.f + 1.f);
+    }
+  CHECK_THROWS_WITH(
+      zn::concatenate(std::tuple(a, zn::ones<double>({3, 3})), 1),
+      Catch::Contains("concatenate") && Catch::Contains("(2, 3)") && Catch::Contains("(3, 3)"));
+  CHECK_THROWS_WITH(zn::stack(std::tuple(a, b)),
+                    Catch::Contains("stack") && Catch::Contains("(2, 2)"));
 }

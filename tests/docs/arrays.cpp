@@ -319,6 +319,8 @@ void library_ops() {
 
   zn::array<float> cat = zn::concatenate({a, a}, 1);  // (2, 6)
   zn::array<float> st = zn::stack({v, v, v}, 0);      // (3, 3)
+
+  zn::array<float> mixed = zn::concatenate(std::tuple(a, a * 2.f + 1.f), 0);  // (4, 3)
   // [/doc:arrays-library-ops]
   CHECK(str(g) == "[[14, 32],\n [32, 77]]");
   CHECK(str(av) == "[-2, -2]");
@@ -327,6 +329,7 @@ void library_ops() {
   CHECK(std::isfinite(lp(0, 0)) && std::abs(lp(0, 2)) < 1e-6f && std::abs(lp(0, 1) + 100) < 1e-3f);
   CHECK(str(cat) == "[[1, 2, 3, 1, 2, 3],\n [4, 5, 6, 4, 5, 6]]");
   CHECK(st.shape() == zn::shape{3, 3} && st(2, 2) == -1.f);
+  CHECK(mixed.shape() == zn::shape{4, 3} && mixed(3, 2) == 13.f);
 }
 
 void tensors() {

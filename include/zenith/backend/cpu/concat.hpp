@@ -1,7 +1,8 @@
 #pragma once
 // The CPU kernel of concat_node (expr/concat.hpp): each part's evaluator runs one fused pass
 // into a strided view of its slice of the output, so a part that is an expression is never
-// materialized on its own (only a barrier inside a part is, as everywhere).
+// materialized on its own (only a barrier inside a part is, as everywhere). A part of another
+// element type is converted on the way.
 #include <cstdint>
 
 #include "../../expr/concat.hpp"
@@ -9,15 +10,15 @@
 
 namespace zenith {
 
-template <class Op, class E>
-array<value_t<concat_node<Op, E>>> eval_barrier(concat_node<Op, E> const& node) {
-  using T = value_t<concat_node<Op, E>>;
+template <class Op, class Parts>
+array<value_t<concat_node<Op, Parts>>> eval_barrier(concat_node<Op, Parts> const& node) {
+  using T = value_t<concat_node<Op, Parts>>;
   auto out = array<T>::empty(node.shape());
   if (out.size() == 0) return out;
   auto st = row_major_strides(out.shape());
   std::size_t axis = node.axis;
   std::int64_t offset = 0;  // position along axis of the next part
-  for (auto const& part : node.parts) {
+  node.for_each_part([&](auto const& part, std::size_t) {
     zenith::shape s = part.shape();
     dest_view<T> dst{out.data() + offset * st[axis], {}};
     if constexpr (Op::new_axis) {
@@ -31,9 +32,10 @@ array<value_t<concat_node<Op, E>>> eval_barrier(concat_node<Op, E> const& node) 
       dst.stride = st;
       offset += std::int64_t(s[axis]);
     }
-    auto ev = make_evaluator(part);
+    auto x = detail::convert<T>(part);
+    auto ev = make_evaluator(x);
     run_fused(dst, ev, s);
-  }
+  });
   return out;
 }
 

@@ -64,8 +64,19 @@ ZENITH_FIXED_INLINE void fold_halves(V& v) {
   }
 }
 
+// The widest vector register of the target. A wider GCC vector would be split into several,
+// and passing one by value changes the ABI (GCC's -Wpsabi).
+inline constexpr std::size_t max_vector_bytes =
+#if defined(__AVX512F__)
+    64;
+#elif defined(__AVX__)
+    32;
+#else
+    16;
+#endif
+
 // Lanes of the vector that folds a contiguous group of G values of C: the widest power of two
-// (at most 64 bytes) that fits twice in G; 1 where no vector applies.
+// (at most max_vector_bytes) that fits twice in G; 1 where no vector applies.
 template <class Op, class C, std::size_t G>
 constexpr std::size_t fold_lanes() {
   constexpr bool vector_op = std::is_same_v<Op, ops::add> || std::is_same_v<Op, ops::mul>;
@@ -73,7 +84,7 @@ constexpr std::size_t fold_lanes() {
     return 1;
   } else {
     std::size_t w = 1;
-    while (4 * w <= G && 2 * w * sizeof(C) <= 64) w *= 2;
+    while (4 * w <= G && 2 * w * sizeof(C) <= max_vector_bytes) w *= 2;
     return w;
   }
 }
