@@ -156,7 +156,7 @@ void reduction_order() {
 }
 
 // [doc:eval-add-op]
-// An op is one tag type: its IR name, scalar function, SIMD function and CUDA source.
+// An op is one tag type: IR name, scalar and SIMD functions, CUDA source, derivative.
 namespace my_ops {
 struct softplus {
   static constexpr std::string_view name = "softplus";
@@ -170,6 +170,11 @@ struct softplus {
   template <class B>
   static B simd(B const& x) {
     return xsimd::log1p(xsimd::exp(x));
+  }
+  // d/dx, for autodiff: written with zenith's ops, so it serves arrays and plain numbers alike.
+  template <std::size_t I, class Y, class X>
+  static auto partial(Y const&, X const& x) {
+    return zn::detail::apply_op<zn::ops::sigmoid>(x);
   }
 };
 }  // namespace my_ops
@@ -191,6 +196,9 @@ void add_op() {
   zn::array<std::int32_t> n({2}, {0, 1});
   static_assert(std::is_same_v<zn::value_t<decltype(softplus(n))>, float>);
   // [/doc:eval-add-op-use]
+  // The derivative rule: sigmoid(x), as a number and as an expression.
+  CHECK(my_ops::softplus::partial<0>(0.0, 0.0) == 0.5);
+  CHECK(zn::allclose(zn::eval(my_ops::softplus::partial<0>(y, x)), zn::sigmoid(x), 1e-6, 0));
 }
 
 int main() {

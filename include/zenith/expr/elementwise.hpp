@@ -101,6 +101,14 @@ auto make_map(X&&... x) {
       to_node<T>(std::forward<X>(x))...);
 }
 
+template <class Op, class... X>
+auto apply_op(X const&... x) {
+  if constexpr ((expression<X> || ...))
+    return make_map<Op>(x...);
+  else
+    return Op::apply(x...);
+}
+
 }  // namespace detail
 
 // Unary functions.

@@ -6,6 +6,14 @@
 //   cuda  : device source, {0} {1} {2} the operands and {T} the compute type
 //   mask_operands (optional): bit i set when simd() takes operand i as an xsimd mask (a
 //           comparison's batch_bool), as where's condition; elsewhere bools are scalar-only
+//   partial<I>(y, x...): the derivative of the result y with respect to operand I, written
+//           with zenith's own ops (detail::apply_op) and operators, so the same rule gives an
+//           expression for arrays and tensors and a number for scalars. Autodiff builds every
+//           VJP (g * partial) and JVP (sum of t_i * partial_i) from it.
+//   piecewise_constant (instead of partial): the derivative is zero almost everywhere (floor,
+//           sign, comparisons), as in JAX.
+//   nondiff_operands (optional): bit i set when operand i never takes a gradient (where's
+//           condition).
 // Adding an op means adding one struct here, its entry in `elementwise_ops`, and a public
 // function in elementwise.hpp. Evaluators, tests and printers pick it up from the tag.
 #include <cmath>
@@ -26,6 +34,7 @@
 #endif
 
 #include "../core/dtype.hpp"
+#include "../core/expr_base.hpp"
 
 namespace zenith {
 
@@ -68,54 +77,104 @@ auto nan_mask(B const& x) {
 }  // namespace detail
 
 namespace ops {
+struct neg;
+struct sign;
+struct exp;
+struct log;
+struct sin;
+struct cos;
+struct tanh;
+struct erf;
+struct reciprocal;
+struct where;
+template <class To>
+struct cast;
+}  // namespace ops
+
+namespace detail {
+// Op applied to its operands: an expression node when any operand is an expression (defined in
+// expr/elementwise.hpp), Op::apply for plain numbers. Derivative rules are written with it.
+template <class Op, class... X>
+auto apply_op(X const&... x);
+
+// The element type a rule's results take: an expression's value type, or the number's own.
+template <class X>
+struct number_of {
+  using type = X;
+};
+template <expression X>
+struct number_of<X> {
+  using type = value_t<X>;
+};
+// A condition as 0 / 1 in the element type of `Like`.
+template <class Like, class C>
+auto as_number(C const& c) {
+  return apply_op<ops::cast<typename number_of<Like>::type>>(c);
+}
+}  // namespace detail
+
+namespace ops {
+
+using detail::apply_op;
+using detail::as_number;
 
 // Ops marked floating_only compute in floating point: an integer or bool input is cast to
 // float32 first (as jnp.exp(int_array) gives float32).
-#define ZENITH_UNARY_FLOAT_OP(NAME, SCALAR, SIMD, CUDA) \
-  struct NAME {                                         \
-    static constexpr std::string_view name = #NAME;     \
-    static constexpr bool floating_only = true;         \
-    static constexpr std::string_view cuda = CUDA;      \
-    template <class T>                                  \
-    static T apply(T x) {                               \
-      using std::NAME;                                  \
-      return SCALAR;                                    \
-    }                                                   \
-    template <class B>                                  \
-    static B simd(B const& x) {                         \
-      return SIMD;                                      \
-    }                                                   \
+#define ZENITH_UNARY_FLOAT_OP(NAME, SCALAR, SIMD, CUDA, DERIV)                      \
+  struct NAME {                                                                     \
+    static constexpr std::string_view name = #NAME;                                 \
+    static constexpr bool floating_only = true;                                     \
+    static constexpr std::string_view cuda = CUDA;                                  \
+    template <class T>                                                              \
+    static T apply(T x) {                                                           \
+      using std::NAME;                                                              \
+      return SCALAR;                                                                \
+    }                                                                               \
+    template <class B>                                                              \
+    static B simd(B const& x) {                                                     \
+      return SIMD;                                                                  \
+    }                                                                               \
+    template <std::size_t I, class Y, class X>                                      \
+    static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] X const& x) { \
+      return DERIV;                                                                 \
+    }                                                                               \
   };
 
-ZENITH_UNARY_FLOAT_OP(exp, exp(x), xsimd::exp(x), "exp({0})")
-ZENITH_UNARY_FLOAT_OP(log, log(x), xsimd::log(x), "log({0})")
-ZENITH_UNARY_FLOAT_OP(log1p, log1p(x), xsimd::log1p(x), "log1p({0})")
-ZENITH_UNARY_FLOAT_OP(expm1, expm1(x), xsimd::expm1(x), "expm1({0})")
-ZENITH_UNARY_FLOAT_OP(sqrt, sqrt(x), xsimd::sqrt(x), "sqrt({0})")
-ZENITH_UNARY_FLOAT_OP(sin, sin(x), xsimd::sin(x), "sin({0})")
-ZENITH_UNARY_FLOAT_OP(cos, cos(x), xsimd::cos(x), "cos({0})")
-ZENITH_UNARY_FLOAT_OP(tan, tan(x), xsimd::tan(x), "tan({0})")
-ZENITH_UNARY_FLOAT_OP(tanh, tanh(x), xsimd::tanh(x), "tanh({0})")
-ZENITH_UNARY_FLOAT_OP(erf, erf(x), xsimd::erf(x), "erf({0})")
-ZENITH_UNARY_FLOAT_OP(floor, floor(x), xsimd::floor(x), "floor({0})")
-ZENITH_UNARY_FLOAT_OP(ceil, ceil(x), xsimd::ceil(x), "ceil({0})")
+ZENITH_UNARY_FLOAT_OP(exp, exp(x), xsimd::exp(x), "exp({0})", y)
+ZENITH_UNARY_FLOAT_OP(log, log(x), xsimd::log(x), "log({0})", apply_op<reciprocal>(x))
+ZENITH_UNARY_FLOAT_OP(log1p, log1p(x), xsimd::log1p(x), "log1p({0})", apply_op<reciprocal>(x + 1))
+ZENITH_UNARY_FLOAT_OP(expm1, expm1(x), xsimd::expm1(x), "expm1({0})", y + 1)
+ZENITH_UNARY_FLOAT_OP(sqrt, sqrt(x), xsimd::sqrt(x), "sqrt({0})", 0.5 / y)
+ZENITH_UNARY_FLOAT_OP(sin, sin(x), xsimd::sin(x), "sin({0})", apply_op<cos>(x))
+ZENITH_UNARY_FLOAT_OP(cos, cos(x), xsimd::cos(x), "cos({0})", -apply_op<sin>(x))
+ZENITH_UNARY_FLOAT_OP(tan, tan(x), xsimd::tan(x), "tan({0})", 1 + y * y)
+ZENITH_UNARY_FLOAT_OP(tanh, tanh(x), xsimd::tanh(x), "tanh({0})", 1 - y * y)
+ZENITH_UNARY_FLOAT_OP(erf, erf(x), xsimd::erf(x), "erf({0})",
+                      1.1283791670955126 * apply_op<exp>(-(x * x)))
 #undef ZENITH_UNARY_FLOAT_OP
 
-// Round half to even, as NumPy and JAX do (not std::round's half away from zero).
-struct round {
-  static constexpr std::string_view name = "round";
-  static constexpr bool floating_only = true;
-  static constexpr std::string_view cuda = "rint({0})";
-  template <class T>
-  static T apply(T x) {
-    using std::nearbyint;
-    return nearbyint(x);
-  }
-  template <class B>
-  static B simd(B const& x) {
-    return xsimd::nearbyint(x);
-  }
-};
+// Rounding: piecewise constant, so the derivative is zero almost everywhere (as in JAX).
+// round is half to even, as NumPy and JAX do (not std::round's half away from zero).
+#define ZENITH_ROUNDING_OP(NAME, STD, XSIMD, CUDA)   \
+  struct NAME {                                      \
+    static constexpr std::string_view name = #NAME;  \
+    static constexpr bool floating_only = true;      \
+    static constexpr bool piecewise_constant = true; \
+    static constexpr std::string_view cuda = CUDA;   \
+    template <class T>                               \
+    static T apply(T x) {                            \
+      using std::STD;                                \
+      return STD(x);                                 \
+    }                                                \
+    template <class B>                               \
+    static B simd(B const& x) {                      \
+      return xsimd::XSIMD(x);                        \
+    }                                                \
+  };
+ZENITH_ROUNDING_OP(floor, floor, floor, "floor({0})")
+ZENITH_ROUNDING_OP(ceil, ceil, ceil, "ceil({0})")
+ZENITH_ROUNDING_OP(round, nearbyint, nearbyint, "rint({0})")
+#undef ZENITH_ROUNDING_OP
 
 // Exact 1/sqrt(x); xsimd::rsqrt is a low-precision estimate, so it is not used.
 struct rsqrt {
@@ -131,6 +190,10 @@ struct rsqrt {
   static B simd(B const& x) {
     return B(1) / xsimd::sqrt(x);
   }
+  template <std::size_t I, class Y, class X>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] X const& x) {
+    return -0.5 * y * y * y;
+  }
 };
 
 struct reciprocal {
@@ -144,6 +207,10 @@ struct reciprocal {
   template <class B>
   static B simd(B const& x) {
     return B(1) / x;
+  }
+  template <std::size_t I, class Y, class X>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] X const& x) {
+    return -(y * y);
   }
 };
 
@@ -159,6 +226,10 @@ struct sigmoid {
   template <class B>
   static B simd(B const& x) {
     return B(1) / (B(1) + xsimd::exp(-x));
+  }
+  template <std::size_t I, class Y, class X>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] X const& x) {
+    return y * (1 - y);
   }
 };
 
@@ -180,6 +251,12 @@ struct gelu_tanh {
     return B(T(0.5)) * x *
            (B(T(1)) + xsimd::tanh(B(T(0.7978845608028654)) * (x + B(T(0.044715)) * x * x * x)));
   }
+  template <std::size_t I, class Y, class X>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] X const& x) {
+    // t = tanh(u), u = sqrt(2/pi) (x + 0.044715 x^3), du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+    auto t = apply_op<tanh>(0.7978845608028654 * (x + 0.044715 * x * x * x));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * 0.7978845608028654 * (1 + 0.134145 * x * x);
+  }
 };
 
 // gelu, exact form: 0.5 x (1 + erf(x / sqrt(2))).
@@ -197,6 +274,11 @@ struct gelu_erf {
   static B simd(B const& x) {
     using T = typename B::value_type;
     return B(T(0.5)) * x * (B(T(1)) + xsimd::erf(x * B(T(0.7071067811865476))));
+  }
+  template <std::size_t I, class Y, class X>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] X const& x) {
+    return 0.5 * (1 + apply_op<erf>(x * 0.7071067811865476)) +
+           0.3989422804014327 * x * apply_op<exp>(-0.5 * (x * x));
   }
 };
 
@@ -218,6 +300,10 @@ struct neg {
     else
       return -x;
   }
+  template <std::size_t I, class Y, class X>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] X const& x) {
+    return -1;
+  }
 };
 
 struct abs {
@@ -230,6 +316,10 @@ struct abs {
   template <class B>
   static B simd(B const& x) {
     return xsimd::abs(x);
+  }
+  template <std::size_t I, class Y, class X>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] X const& x) {
+    return apply_op<sign>(x);
   }
 };
 
@@ -249,6 +339,7 @@ struct sign {
     B r = xsimd::select(x > B(T(0)), B(T(1)), xsimd::select(x < B(T(0)), B(T(-1)), B(T(0))));
     return xsimd::select(detail::nan_mask(x), x, r);
   }
+  static constexpr bool piecewise_constant = true;
 };
 
 struct square {
@@ -261,6 +352,10 @@ struct square {
   template <class B>
   static B simd(B const& x) {
     return x * x;
+  }
+  template <std::size_t I, class Y, class X>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] X const& x) {
+    return 2 * x;
   }
 };
 
@@ -277,24 +372,35 @@ struct relu {
     using T = typename B::value_type;
     return xsimd::select((x > B(T(0))) || detail::nan_mask(x), x, B(T(0)));
   }
+  template <std::size_t I, class Y, class X>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] X const& x) {
+    return apply_op<sign>(y);  // 1 where x > 0, else 0 (also at 0, as JAX)
+  }
 };
 
-#define ZENITH_BINARY_ARITH_OP(NAME, OPSYM)                          \
-  struct NAME {                                                      \
-    static constexpr std::string_view name = #NAME;                  \
-    static constexpr std::string_view cuda = "({0} " #OPSYM " {1})"; \
-    template <class T>                                               \
-    static T apply(T a, T b) {                                       \
-      return a OPSYM b;                                              \
-    }                                                                \
-    template <class B>                                               \
-    static B simd(B const& a, B const& b) {                          \
-      return a OPSYM b;                                              \
-    }                                                                \
+#define ZENITH_BINARY_ARITH_OP(NAME, OPSYM, D0, D1)                                           \
+  struct NAME {                                                                               \
+    static constexpr std::string_view name = #NAME;                                           \
+    static constexpr std::string_view cuda = "({0} " #OPSYM " {1})";                          \
+    template <class T>                                                                        \
+    static T apply(T a, T b) {                                                                \
+      return a OPSYM b;                                                                       \
+    }                                                                                         \
+    template <class B>                                                                        \
+    static B simd(B const& a, B const& b) {                                                   \
+      return a OPSYM b;                                                                       \
+    }                                                                                         \
+    template <std::size_t I, class Y, class A, class B>                                       \
+    static auto partial(Y const&, [[maybe_unused]] A const& a, [[maybe_unused]] B const& b) { \
+      if constexpr (I == 0)                                                                   \
+        return D0;                                                                            \
+      else                                                                                    \
+        return D1;                                                                            \
+    }                                                                                         \
   };
-ZENITH_BINARY_ARITH_OP(add, +)
-ZENITH_BINARY_ARITH_OP(sub, -)
-ZENITH_BINARY_ARITH_OP(mul, *)
+ZENITH_BINARY_ARITH_OP(add, +, 1, 1)
+ZENITH_BINARY_ARITH_OP(sub, -, 1, -1)
+ZENITH_BINARY_ARITH_OP(mul, *, b, a)
 #undef ZENITH_BINARY_ARITH_OP
 
 // True division: integers promote to float32 first (jnp.divide).
@@ -309,6 +415,14 @@ struct div {
   template <class B>
   static B simd(B const& a, B const& b) {
     return a / b;
+  }
+  template <std::size_t I, class Y, class A, class B>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] A const& a,
+                      [[maybe_unused]] B const& b) {
+    if constexpr (I == 0)
+      return apply_op<reciprocal>(b);
+    else
+      return -(y / b);
   }
 };
 
@@ -325,6 +439,14 @@ struct pow {
   static B simd(B const& a, B const& b) {
     return xsimd::pow(a, b);
   }
+  template <std::size_t I, class Y, class A, class B>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] A const& a,
+                      [[maybe_unused]] B const& b) {
+    if constexpr (I == 0)
+      return b * apply_op<pow>(a, b - 1);
+    else
+      return y * apply_op<log>(a);
+  }
 };
 
 struct atan2 {
@@ -340,6 +462,14 @@ struct atan2 {
   static B simd(B const& a, B const& b) {
     return xsimd::atan2(a, b);
   }
+  template <std::size_t I, class Y, class A, class B>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] A const& a,
+                      [[maybe_unused]] B const& b) {
+    if constexpr (I == 0)
+      return b / (a * a + b * b);
+    else
+      return -a / (a * a + b * b);
+  }
 };
 
 // NaN-propagating, as numpy.maximum / numpy.minimum.
@@ -354,6 +484,14 @@ struct maximum {
   static B simd(B const& a, B const& b) {
     return xsimd::select((a > b) || detail::nan_mask(a), a, b);
   }
+  template <std::size_t I, class Y, class A, class B>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] A const& a,
+                      [[maybe_unused]] B const& b) {
+    if constexpr (I == 0)
+      return as_number<A>(a > b) + 0.5 * as_number<A>(a == b);
+    else
+      return as_number<A>(b > a) + 0.5 * as_number<A>(a == b);
+  }
 };
 struct minimum {
   static constexpr std::string_view name = "minimum";
@@ -365,6 +503,14 @@ struct minimum {
   template <class B>
   static B simd(B const& a, B const& b) {
     return xsimd::select((a < b) || detail::nan_mask(a), a, b);
+  }
+  template <std::size_t I, class Y, class A, class B>
+  static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] A const& a,
+                      [[maybe_unused]] B const& b) {
+    if constexpr (I == 0)
+      return as_number<A>(a < b) + 0.5 * as_number<A>(a == b);
+    else
+      return as_number<A>(b < a) + 0.5 * as_number<A>(a == b);
   }
 };
 
@@ -383,6 +529,7 @@ struct minimum {
     static auto simd(B const& a, B const& b) {                       \
       return a OPSYM b;                                              \
     }                                                                \
+    static constexpr bool piecewise_constant = true;                 \
   };
 ZENITH_COMPARE_OP(equal, ==)
 ZENITH_COMPARE_OP(less, <)
@@ -405,6 +552,7 @@ struct not_equal {
   static auto simd(B const& a, B const& b) {
     return !(a == b);
   }
+  static constexpr bool piecewise_constant = true;
 };
 
 // where(cond, a, b): the type of a and b. In simd() the condition is a comparison's mask,
@@ -421,6 +569,15 @@ struct where {
   static B simd(C const& c, B const& a, B const& b) {
     return xsimd::select(detail::mask_as<typename B::value_type>(c), a, b);
   }
+  static constexpr unsigned nondiff_operands = 0b1;  // the condition
+  template <std::size_t I, class Y, class C, class A, class B>
+  static auto partial(Y const&, C const& c, A const&, B const&) {
+    static_assert(I != 0, "zenith: where's condition takes no gradient");
+    if constexpr (I == 1)
+      return as_number<Y>(c);
+    else
+      return 1 - as_number<Y>(c);
+  }
 };
 
 // clip(x, lo, hi) = minimum(maximum(x, lo), hi).
@@ -434,6 +591,16 @@ struct clip {
   template <class B>
   static B simd(B const& x, B const& lo, B const& hi) {
     return minimum::simd(maximum::simd(x, lo), hi);
+  }
+  // 1 for x inside [lo, hi]; a bound's derivative is 1 where it clips.
+  template <std::size_t I, class Y, class X, class L, class H>
+  static auto partial(Y const&, X const& x, L const& lo, H const& hi) {
+    if constexpr (I == 0)
+      return as_number<Y>(x >= lo) * as_number<Y>(x <= hi);
+    else if constexpr (I == 1)
+      return as_number<Y>(x < lo);
+    else
+      return as_number<Y>(x > hi) * as_number<Y>(x >= lo);
   }
 };
 
@@ -482,6 +649,12 @@ struct cast {
     } else {
       return xsimd::batch_cast<C>(x);
     }
+  }
+  // The identity (a conversion to an integer or bool type is piecewise constant, and autodiff
+  // sends no gradient through it).
+  template <std::size_t I, class Y, class X>
+  static auto partial(Y const&, X const&) {
+    return 1;
   }
 };
 
