@@ -132,7 +132,16 @@ int main() {
   std::cout << "q = " << q << "\nr = sin(q) * 2 + q = " << r << "\nrot @ r = " << turned
             << "\n|rot @ r| = " << len << "   (heap allocations: " << heap << ")\n";
 
-  // Gradients (zn::grad, zn::value_and_grad, zn::jacfwd) arrive with the autodiff layer in a
-  // later issue; the demo will show `zn::grad(loss)(w, x)` here.
+  section("6. Gradients: the backward pass is an expression too");
+  auto loss = [](auto const& w, auto const& x) {
+    return zn::mean(zn::square(zn::tanh(zn::matmul(x, w))));
+  };
+  zn::array<double> wd({3, 2}, {0.1, -0.2, 0.3, 0.4, -0.5, 0.6});
+  zn::array<double> xd({4, 3}, {1, 0, 2, -1, 3, 1, 0.5, 0.5, 0.5, 2, -2, 1});
+  before = allocations();
+  auto [value, dw] = zn::value_and_grad(loss)(wd, xd);
+  std::size_t grad_allocs = allocations() - before;
+  std::cout << "loss(w, x) = mean(tanh(x @ w)^2) = " << value << "\nd loss / d w =\n"
+            << dw << "\n(allocations for the value and the gradient: " << grad_allocs << ")\n";
   std::cout << "\ndone.\n";
 }

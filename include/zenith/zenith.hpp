@@ -1,7 +1,10 @@
 #pragma once
 // zenith: JAX for C++. Include this one header.
 //
-// Layers (each uses only those below it): core/ -> expr/ -> backend/cpu/.
+// Layers (each uses only those below it): core/ -> expr/ -> backend/cpu/ -> autodiff/ ->
+// transforms/.
+#include "autodiff/backward.hpp"
+#include "autodiff/sum_to.hpp"
 #include "backend/cpu/concat.hpp"
 #include "backend/cpu/evaluate.hpp"
 #include "backend/cpu/fixed_eval.hpp"
@@ -14,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/shape.hpp"
 #include "core/tensor.hpp"
+#include "core/trace.hpp"
 #include "expr/concat.hpp"
 #include "expr/elementwise.hpp"
 #include "expr/fixed_ops.hpp"
@@ -22,3 +26,4 @@
 #include "expr/reshape.hpp"
 #include "expr/softmax.hpp"
 #include "expr/views.hpp"
+#include "transforms/grad.hpp"

@@ -27,6 +27,13 @@ class buffer {
     b->owned_ = false;
     return b;
   }
+  // A second buffer over the same memory, keeping `of` alive: the same values under a new
+  // identity (autodiff tells its traced arguments apart by buffer).
+  static std::shared_ptr<buffer> alias(std::shared_ptr<buffer> of) {
+    auto b = borrow(of->data_, of->bytes_, of->device_);
+    b->keep_ = std::move(of);
+    return b;
+  }
   buffer(buffer const&) = delete;
   buffer& operator=(buffer const&) = delete;
   ~buffer() {
@@ -44,6 +51,7 @@ class buffer {
   std::size_t bytes_ = 0;
   device device_ = cpu;
   bool owned_ = false;
+  std::shared_ptr<buffer> keep_;  // what an alias borrows from
 };
 
 }  // namespace zenith

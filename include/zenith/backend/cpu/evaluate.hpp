@@ -6,6 +6,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "../../core/trace.hpp"
 #include "../../expr/elementwise.hpp"
 #include "fused_loop.hpp"
 
@@ -23,11 +24,10 @@ dest_view<T> contiguous_dest(array<T>& out) {
   return {out.data(), row_major_strides(out.shape())};
 }
 
+// A fresh array holding e's values (a barrier's own result when it already is T).
 template <element T, expression E>
-array<T> evaluate_as(E const& e) {
-  if constexpr (std::is_same_v<std::remove_cvref_t<E>, array<T>>) {
-    return e;
-  } else if constexpr (barrier_expression<E> && std::is_same_v<value_t<E>, T>) {
+array<T> evaluate_fresh(E const& e) {
+  if constexpr (barrier_expression<E> && std::is_same_v<value_t<E>, T>) {
     return eval_barrier(e);
   } else {
     auto x = convert<T>(e);
@@ -35,6 +35,17 @@ array<T> evaluate_as(E const& e) {
     auto ev = make_evaluator(x);
     run_fused(contiguous_dest(out), ev, out.shape());
     return out;
+  }
+}
+
+// e as an array: an array of type T is returned as it is, anything else is evaluated.
+template <element T, expression E>
+array<T> evaluate_as(E const& e) {
+  if constexpr (std::is_same_v<std::remove_cvref_t<E>, array<T>>) {
+    return e;
+  } else {
+    check_untraced_materialize(e, "materializing");
+    return evaluate_fresh<T>(e);
   }
 }
 
@@ -82,6 +93,7 @@ void assign_rebind_impl(array<T>& dst, X const& x, std::size_t expr_handles) {
 
 template <element T, expression E>
 void assign_rebind(array<T>& dst, E const& e, bool temporary) {
+  check_untraced_materialize(e, "assigning");
   buffer const* b = dst.storage().get();
   std::size_t held = temporary ? handles_to(e, b) : 0;
   // A named expression that reads dst keeps dst's buffer shared: then use_count exceeds
@@ -165,6 +177,7 @@ auto eval(E const& e) {
 // sees. e must broadcast to a's shape.
 template <element T, expression E>
 void assign(array<T>& a, E const& e) {
+  detail::check_untraced_materialize(e, "assigning");
   zenith::shape s = a.shape();
   auto b = broadcast_to(detail::convert<T>(e), s);
   auto ev = make_evaluator(b);

@@ -1,0 +1,109 @@
+#pragma once
+// sum_to(e, shape): the adjoint of broadcasting. Sums e over the axes that broadcasting added
+// or stretched, so that the result has `shape` (NumPy rules). Most cotangents need no sum
+// (the operand had the full shape); then the node is transparent and fuses with what reads it.
+// Only when it really reduces is it evaluated, as a reduction, into a buffer.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../backend/cpu/reduce.hpp"
+#include "../expr/reduce.hpp"
+#include "../expr/reshape.hpp"
+
+namespace zenith {
+
+template <expression C>
+struct sum_to_node : expr_base {
+  using value_type = value_t<C>;
+  static constexpr bool fixed = false;
+
+  C child;
+  zenith::shape shape_;
+  std::vector<int> axes;  // of child, summed (kept as 1, then reshaped to shape_)
+
+  sum_to_node(C c, zenith::shape target) : child(std::move(c)), shape_(target) {
+    zenith::shape s = child.shape();
+    std::size_t lead = s.size() >= target.size() ? s.size() - target.size() : 0;
+    bool ok = s.size() >= target.size();
+    for (std::size_t k = 0; ok && k < s.size(); ++k) {
+      if (k < lead) {
+        axes.push_back(int(k));
+      } else {
+        std::size_t t = target[k - lead];
+        if (t == 1 && s[k] != 1)
+          axes.push_back(int(k));
+        else
+          ok = t == s[k];
+      }
+    }
+    if (!ok)
+      throw shape_error("sum_to: shape " + s.str() + " does not broadcast from " + target.str());
+  }
+  bool reduces() const { return !axes.empty() || child.shape().size() != shape_.size(); }
+  zenith::shape shape() const { return shape_; }
+  template <class F>
+  void for_each_array(F&& f) const {
+    child.for_each_array(f);
+  }
+};
+
+template <expression E>
+auto sum_to(E&& e, zenith::shape const& target) {
+  return sum_to_node<std::remove_cvref_t<E>>(std::forward<E>(e), target);
+}
+
+// Its evaluator: the child's when nothing is summed, else a leaf over the summed buffer. The
+// choice is made once per evaluation; each call then takes one predictable branch.
+template <class ChildEv, class T>
+struct sum_to_eval {
+  using value_type = T;
+  using compute_type = compute_t<T>;
+  std::optional<ChildEv> child;
+  leaf_eval<T> summed;
+
+  template <class F>
+  void for_each_leaf(F&& f) {
+    if (child)
+      child->for_each_leaf(f);
+    else
+      f(summed);
+  }
+  void start_row(std::int64_t const* idx, std::size_t r) {
+    if (child)
+      child->start_row(idx, r);
+    else
+      summed.start_row(idx, r);
+  }
+  compute_type scalar(std::int64_t j) const {
+    return child ? compute_type(child->scalar(j)) : summed.scalar(j);
+  }
+  template <bool Unit>
+  auto simd(std::int64_t j) const {
+    return child ? child->template simd<Unit>(j) : summed.template simd<Unit>(j);
+  }
+  template <class Lane>
+  static constexpr bool vectorizable() {
+    return ChildEv::template vectorizable<Lane>() && leaf_eval<T>::template vectorizable<Lane>() &&
+           std::is_same_v<typename ChildEv::compute_type, compute_type>;
+  }
+};
+
+template <class C>
+struct evaluator_for<sum_to_node<C>> {
+  using T = value_t<C>;
+  using type = sum_to_eval<evaluator_t<C>, T>;
+  static type build(sum_to_node<C> const& e) {
+    type ev;
+    if (!e.reduces()) {
+      ev.child.emplace(make_evaluator(e.child));
+    } else {
+      array<T> s = reshape(sum(e.child, e.axes, true), e.shape_);
+      ev.summed = leaf_eval<T>::owning(s);
+    }
+    return ev;
+  }
+};
+
+}  // namespace zenith
