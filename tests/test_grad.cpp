@@ -171,3 +171,19 @@ TEST_CASE("the gradient of an elementwise chain is one fused pass", "[grad]") {
     CHECK(g(i) == Approx(want).epsilon(1e-12));
   }
 }
+
+TEST_CASE("grad evaluates each barrier once", "[grad]") {
+  auto w = random_array({64, 32}, 10), x = random_array({128, 64}, 11);
+  auto loss = [](auto const& w, auto const& x) {
+    return zn::mean(zn::square(zn::tanh(zn::matmul(x, w))));
+  };
+  zn::array<double> warm = zn::grad(loss)(w, x);
+  auto before = zn::cpu_memory_stats().allocations;
+  zn::array<double> gw = zn::grad(loss)(w, x);
+  // Forward: the product and the mean. Backward: the seed, the cotangent of the product (one
+  // fused pass through square and tanh, reading the product computed forward), and x^T ct.
+  // The product is not evaluated again for the rules that read it, and the unrequested
+  // gradient of x is never evaluated.
+  CHECK(zn::cpu_memory_stats().allocations - before == 5);
+  check_close(gw, numeric_grad(loss, 0, w, x));
+}

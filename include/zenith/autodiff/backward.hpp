@@ -23,6 +23,7 @@
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"
 #include "../expr/views.hpp"
+#include "memoize.hpp"
 #include "sum_to.hpp"
 
 namespace zenith::autodiff {
@@ -52,6 +53,15 @@ template <class T>
 struct reverse<scalar_node<T>> {
   template <class G, class Sink>
   static void run(scalar_node<T> const&, G const&, Sink&) {}
+};
+
+// A barrier evaluated once (autodiff/memoize.hpp): the barrier's own rule.
+template <class B>
+struct reverse<memo_node<B>> {
+  template <class G, class Sink>
+  static void run(memo_node<B> const& e, G const& ct, Sink& sink) {
+    backward(e.node, ct, sink);
+  }
 };
 
 namespace detail {

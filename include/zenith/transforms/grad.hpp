@@ -92,7 +92,14 @@ struct value_and_grad_fn {
       throw value_error("grad: the function must return a scalar (size 1), got shape " +
                         out.shape().str());
     using T = value_t<Out>;
-    array<T> value = eval(out);
+    // Barriers evaluated once: the value and every rule that reads a node's value share them.
+    auto const& forward = autodiff::memoize(out);
+    array<T> value = [&] {
+      if constexpr (requires { forward.value; })
+        return forward.value;  // a barrier at the root (a reduction, usually): already evaluated
+      else
+        return eval(forward);
+    }();
 
     std::tuple<std::optional<std::remove_cvref_t<std::tuple_element_t<I, decltype(in)>>>...> acc;
     auto sink = [&](auto const& leaf, auto const& ct) {
@@ -102,7 +109,7 @@ struct value_and_grad_fn {
       }
       (std::make_index_sequence<sizeof...(I)>{});
     };
-    autodiff::backward(out, full<T>(out.shape(), T(1)), sink);
+    autodiff::backward(forward, full<T>(out.shape(), T(1)), sink);
 
     auto grads = [&]<std::size_t... J>(std::index_sequence<J...>) {
       return std::make_tuple(finish(std::get<J>(acc), std::get<J>(traced))...);
