@@ -10,14 +10,7 @@
 
 namespace zn = zenith;
 
-// A plain assertion that stays on in release builds.
-#define CHECK(...)                                                                         \
-  do {                                                                                     \
-    if (!(__VA_ARGS__)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #__VA_ARGS__); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
+#include "check.hpp"
 
 void grad_basics() {
   // [doc:ad-grad]
