@@ -187,3 +187,15 @@ TEST_CASE("grad evaluates each barrier once", "[grad]") {
   CHECK(zn::cpu_memory_stats().allocations - before == 5);
   check_close(gw, numeric_grad(loss, 0, w, x));
 }
+
+TEST_CASE("grad of max reuses the forward result", "[grad]") {
+  auto m = random_array({200, 50}, 12);
+  auto f = [](auto const& m) { return zn::sum(zn::max(m, 1)); };
+  zn::array<double> warm = zn::grad(f)(m);
+  auto before = zn::cpu_memory_stats().allocations;
+  zn::array<double> g = zn::grad(f)(m);
+  // Forward: the max and the sum. Backward: the seed, the tie counts and the gradient. The max
+  // is read from the forward pass, not computed a second time.
+  CHECK(zn::cpu_memory_stats().allocations - before == 5);
+  check_close(g, numeric_grad(f, 0, m));
+}

@@ -60,7 +60,10 @@ template <class B>
 struct reverse<memo_node<B>> {
   template <class G, class Sink>
   static void run(memo_node<B> const& e, G const& ct, Sink& sink) {
-    backward(e.node, ct, sink);
+    if constexpr (requires { reverse<B>::run(e.node, ct, sink, &e.value); })
+      reverse<B>::run(e.node, ct, sink, &e.value);  // a rule that reads the node's value
+    else
+      backward(e.node, ct, sink);
   }
 };
 
@@ -135,17 +138,25 @@ requires(std::is_same_v<Op, ops::reduce_sum> ||
 };
 
 // max / min: the cotangent goes to the elements equal to the result, shared evenly among ties
-// (as in JAX).
+// (as in JAX). The result comes from the forward pass when the node was memoized.
 template <class Op, class C>
 requires(std::is_same_v<Op, ops::reduce_max> ||
          std::is_same_v<Op, ops::reduce_min>) struct reverse<reduce_node<Op, C>> {
+  using T = value_t<C>;
   template <class G, class Sink>
-  static void run(reduce_node<Op, C> const& e, G const& ct, Sink& sink) {
-    using T = value_t<C>;
-    array<T> m = reduce_node<Op, C>(e.child, e.axes, true);  // the result, reduced axes kept
-    auto hit = zenith::detail::as_number<C>(e.child == broadcast_to(m, e.child.shape()));
-    array<T> count = reduce_node<ops::reduce_sum, decltype(hit)>(hit, e.axes, true);
-    backward(e.child, zenith::detail::convert<T>(detail::spread(e, ct) * hit / count), sink);
+  static void run(reduce_node<Op, C> const& e, G const& ct, Sink& sink,
+                  array<T> const* value = nullptr) {
+    if constexpr (detail::differentiable_v<C>) {
+      zenith::shape in = e.child.shape(), kept;
+      for (std::size_t k = 0; k < in.size(); ++k) kept.push_back(e.reduces(k) ? 1 : in[k]);
+      // The result with the reduced axes kept as 1: the forward value under that shape.
+      array<T> m =
+          value ? array<T>::from_buffer(value->storage(), const_cast<T*>(value->data()), kept)
+                : array<T>(reduce_node<Op, C>(e.child, e.axes, true));
+      auto hit = zenith::detail::as_number<C>(e.child == broadcast_to(m, in));
+      array<T> count = reduce_node<ops::reduce_sum, decltype(hit)>(hit, e.axes, true);
+      backward(e.child, zenith::detail::convert<T>(detail::spread(e, ct) * hit / count), sink);
+    }
   }
 };
 
