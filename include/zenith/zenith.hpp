@@ -5,6 +5,7 @@
 // transforms/.
 #include "autodiff/backward.hpp"
 #include "autodiff/sum_to.hpp"
+#include "autodiff/tape.hpp"
 #include "backend/cpu/concat.hpp"
 #include "backend/cpu/evaluate.hpp"
 #include "backend/cpu/fixed_eval.hpp"
@@ -18,6 +19,7 @@
 #include "core/shape.hpp"
 #include "core/tensor.hpp"
 #include "core/trace.hpp"
+#include "core/tree.hpp"
 #include "expr/concat.hpp"
 #include "expr/elementwise.hpp"
 #include "expr/fixed_ops.hpp"

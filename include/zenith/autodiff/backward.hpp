@@ -5,9 +5,10 @@
 // cotangent reaching a leaf is one expression for the whole path to it, and it fuses into one
 // pass when the sink evaluates it. Only reductions that really reduce, and barriers, evaluate.
 //
-// Every op takes its rule from its tag (expr/ops.hpp, partial<I>). An expression type with no
-// rule here fails to compile with a message naming it: a derivative that cannot be taken is
-// an error, never zeros.
+// Every elementwise op takes its rule from its tag (expr/ops.hpp, partial<I>); reductions, views,
+// matmul, softmax and concatenate have theirs here. An expression type with no rule here fails
+// to compile with a message naming it: a derivative that cannot be taken is an error, never
+// zeros.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,13 +17,18 @@
 #include <utility>
 #include <vector>
 
+#include "../backend/cpu/concat.hpp"
 #include "../backend/cpu/evaluate.hpp"
 #include "../backend/cpu/matmul.hpp"
+#include "../backend/cpu/softmax.hpp"
+#include "../expr/concat.hpp"
 #include "../expr/elementwise.hpp"
 #include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"
+#include "../expr/softmax.hpp"
 #include "../expr/views.hpp"
+#include "adjoint_nodes.hpp"
 #include "memoize.hpp"
 #include "sum_to.hpp"
 
@@ -38,7 +44,12 @@ struct reverse {
 
 template <class E, class G, class Sink>
 void backward(E const& e, G const& ct, Sink& sink) {
-  reverse<E>::run(e, ct, sink);
+  if constexpr (E::fixed) {
+    // Only tensors and scalars below: no array, so nothing an array gradient reaches. (Tensor
+    // functions are differentiated by the fixed-size transforms, transforms/jacobian.hpp.)
+  } else {
+    reverse<E>::run(e, ct, sink);
+  }
 }
 
 // Leaves: an array hands its cotangent to the sink; a constant takes none.
@@ -71,10 +82,23 @@ namespace detail {
 template <class C>
 inline constexpr bool differentiable_v = floating_element<value_t<C>>;
 
-// The cotangent of a child: summed down to its shape, in its element type.
+template <class C>
+inline constexpr bool is_map_node_v = false;
+template <class Op, class... Cs>
+inline constexpr bool is_map_node_v<map_node<Op, Cs...>> = true;
+
+// The cotangent of a child, in its element type. An elementwise child takes it as it is, even
+// when it is broadcast to a larger shape: the child's own partials broadcast along, and summing
+// commutes with multiplying by something constant along the summed axes. So the sum down to
+// the child's shape happens once, where the chain meets a leaf or any other node, instead of
+// once per broadcasting op: fewer reductions at run time, and far smaller cotangent types (a
+// chain of d ops would otherwise nest d sum_to nodes, each compiled into its own loop).
 template <class C, class G>
 auto to_child(C const& c, G&& ct) {
-  return zenith::detail::convert<value_t<C>>(sum_to(std::forward<G>(ct), c.shape()));
+  if constexpr (is_map_node_v<C>)
+    return zenith::detail::convert<value_t<C>>(std::forward<G>(ct));
+  else
+    return sum_to(zenith::detail::convert<value_t<C>>(std::forward<G>(ct)), c.shape());
 }
 }  // namespace detail
 
@@ -137,6 +161,26 @@ requires(std::is_same_v<Op, ops::reduce_sum> ||
   }
 };
 
+namespace detail {
+// The child's shape with the reduced axes kept as 1.
+template <class Op, class C>
+zenith::shape kept_shape(reduce_node<Op, C> const& e) {
+  zenith::shape in = e.child.shape(), kept;
+  for (std::size_t k = 0; k < in.size(); ++k) kept.push_back(e.reduces(k) ? 1 : in[k]);
+  return kept;
+}
+// The reduction's result with the reduced axes kept as 1: the forward value (memoized) under
+// that shape, or computed here.
+template <class Op, class C>
+array<value_t<reduce_node<Op, C>>> kept_value(reduce_node<Op, C> const& e,
+                                              array<value_t<reduce_node<Op, C>>> const* value) {
+  using T = value_t<reduce_node<Op, C>>;
+  if (value)
+    return array<T>::from_buffer(value->storage(), const_cast<T*>(value->data()), kept_shape(e));
+  return zenith::detail::evaluate_untraced<T>(reduce_node<Op, C>(e.child, e.axes, true));
+}
+}  // namespace detail
+
 // max / min: the cotangent goes to the elements equal to the result, shared evenly among ties
 // (as in JAX). The result comes from the forward pass when the node was memoized.
 template <class Op, class C>
@@ -147,16 +191,139 @@ requires(std::is_same_v<Op, ops::reduce_max> ||
   static void run(reduce_node<Op, C> const& e, G const& ct, Sink& sink,
                   array<T> const* value = nullptr) {
     if constexpr (detail::differentiable_v<C>) {
-      zenith::shape in = e.child.shape(), kept;
-      for (std::size_t k = 0; k < in.size(); ++k) kept.push_back(e.reduces(k) ? 1 : in[k]);
-      // The result with the reduced axes kept as 1: the forward value under that shape.
-      array<T> m =
-          value ? array<T>::from_buffer(value->storage(), const_cast<T*>(value->data()), kept)
-                : array<T>(reduce_node<Op, C>(e.child, e.axes, true));
-      auto hit = zenith::detail::as_number<C>(e.child == broadcast_to(m, in));
-      array<T> count = reduce_node<ops::reduce_sum, decltype(hit)>(hit, e.axes, true);
+      array<T> m = detail::kept_value(e, value);
+      auto hit = zenith::detail::as_number<C>(e.child == broadcast_to(m, e.child.shape()));
+      array<T> count = zenith::detail::evaluate_untraced<T>(
+          reduce_node<ops::reduce_sum, decltype(hit)>(hit, e.axes, true));
       backward(e.child, zenith::detail::convert<T>(detail::spread(e, ct) * hit / count), sink);
     }
+  }
+};
+
+// prod: d/dx_i = the product of the others. With no zero in a group that is prod / x_i; with
+// exactly one zero it is the product of the non-zeros at the zero and 0 elsewhere; with more
+// zeros it is 0 everywhere. The groups' zero counts and non-zero products are computed only
+// when the forward result has a zero (or NaN).
+template <class C>
+struct reverse<reduce_node<ops::reduce_prod, C>> {
+  using T = value_t<C>;
+  template <class G, class Sink>
+  static void run(reduce_node<ops::reduce_prod, C> const& e, G const& ct, Sink& sink,
+                  array<T> const* value = nullptr) {
+    if constexpr (detail::differentiable_v<C>) {
+      array<T> p = detail::kept_value(e, value);
+      bool plain = true;
+      for (std::size_t i = 0; i < p.size(); ++i)
+        plain = plain && p.data()[i] == p.data()[i] && p.data()[i] != T(0);
+      array<T> zeros_in, nonzero_prod;  // per group, kept shape
+      if (plain) {
+        zeros_in = zeros<T>(zenith::shape{});  // no x is 0 (else p would be 0 or NaN)
+        nonzero_prod = p;
+      } else {
+        auto is_zero = zenith::detail::as_number<C>(e.child == T(0));
+        zeros_in = zenith::detail::evaluate_untraced<T>(
+            reduce_node<ops::reduce_sum, decltype(is_zero)>(is_zero, e.axes, true));
+        auto nonzero = where(e.child == T(0), T(1), e.child);
+        nonzero_prod = zenith::detail::evaluate_untraced<T>(
+            reduce_node<ops::reduce_prod, decltype(nonzero)>(nonzero, e.axes, true));
+      }
+      auto local = where(e.child == T(0), where(zeros_in == T(1), nonzero_prod, T(0)),
+                         where(zeros_in == T(0), nonzero_prod / e.child, T(0)));
+      backward(e.child, zenith::detail::convert<T>(detail::spread(e, ct) * local), sink);
+    }
+  }
+};
+
+// logsumexp: d/dx = exp(x - logsumexp(x)), reading the forward result.
+template <class C>
+struct reverse<reduce_node<ops::reduce_logsumexp, C>> {
+  using T = value_t<C>;
+  template <class G, class Sink>
+  static void run(reduce_node<ops::reduce_logsumexp, C> const& e, G const& ct, Sink& sink,
+                  array<T> const* value = nullptr) {
+    if constexpr (detail::differentiable_v<C>) {
+      array<T> lse = detail::kept_value(e, value);
+      backward(e.child,
+               zenith::detail::convert<T>(detail::spread(e, ct) *
+                                          exp(e.child - broadcast_to(lse, e.child.shape()))),
+               sink);
+    }
+  }
+};
+
+// softmax / log_softmax along an axis, from the forward output y:
+//   softmax:     dx = y * (ct - sum(ct * y))     log_softmax: dx = ct - exp(y) * sum(ct)
+template <class Op, class E>
+struct reverse<softmax_node<Op, E>> {
+  using T = value_t<softmax_node<Op, E>>;
+  template <class G, class Sink>
+  static void run(softmax_node<Op, E> const& e, G const& ct, Sink& sink,
+                  array<T> const* value = nullptr) {
+    if constexpr (detail::differentiable_v<E>) {
+      array<T> y = value ? *value : zenith::detail::evaluate_untraced<T>(e);
+      auto g = share(zenith::detail::convert<T>(ct));
+      if constexpr (Op::log)
+        backward(e.input(), zenith::detail::convert<value_t<E>>(g - exp(y) * sum(g, e.axis, true)),
+                 sink);
+      else
+        backward(e.input(), zenith::detail::convert<value_t<E>>(y * (g - sum(g * y, e.axis, true))),
+                 sink);
+    }
+  }
+};
+
+// concatenate / stack: each part takes its slice of the cotangent (stack: without the new axis).
+template <class Op, class Parts>
+struct reverse<concat_node<Op, Parts>> {
+  template <class G, class Sink>
+  static void run(concat_node<Op, Parts> const& e, G const& ct, Sink& sink) {
+    auto g = share(ct);
+    int axis = int(e.axis);
+    std::int64_t at = 0;
+    e.for_each_part([&](auto const& part, std::size_t) {
+      using P = std::remove_cvref_t<decltype(part)>;
+      zenith::shape s = part.shape();
+      std::int64_t len = Op::new_axis ? 1 : std::int64_t(s[e.axis]);
+      if constexpr (detail::differentiable_v<P>) {
+        auto piece = slice(g, axis, at, at + len);
+        if constexpr (Op::new_axis)
+          backward(part, zenith::detail::convert<value_t<P>>(reshape(piece, s)), sink);
+        else
+          backward(part, zenith::detail::convert<value_t<P>>(piece), sink);
+      }
+      at += len;
+    });
+  }
+};
+
+// The reverse pass's own nodes, so that a backward pass can itself be differentiated: sum_to
+// and fold_to broadcast back, pad slices, shared passes through.
+template <class C>
+struct reverse<sum_to_node<C>> {
+  template <class G, class Sink>
+  static void run(sum_to_node<C> const& e, G const& ct, Sink& sink) {
+    backward(e.child, broadcast_to(ct, e.child.shape()), sink);
+  }
+};
+template <class C>
+struct reverse<fold_to_node<C>> {
+  template <class G, class Sink>
+  static void run(fold_to_node<C> const& e, G const& ct, Sink& sink) {
+    backward(e.child, broadcast_to(reshape(ct, e.full), e.child.shape()), sink);
+  }
+};
+template <class C>
+struct reverse<pad_node<C>> {
+  template <class G, class Sink>
+  static void run(pad_node<C> const& e, G const& ct, Sink& sink) {
+    backward(e.child, view_node<views::slice, G>(ct, e.view), sink);
+  }
+};
+template <class C>
+struct reverse<shared_node<C>> {
+  template <class G, class Sink>
+  static void run(shared_node<C> const& e, G const& ct, Sink& sink) {
+    backward(e.child, ct, sink);
   }
 };
 
@@ -169,6 +336,14 @@ struct reverse<view_node<views::transpose, C>> {
     std::vector<int> inverse(r);
     for (std::size_t k = 0; k < r; ++k) inverse[e.view.perm[k]] = int(k);
     backward(e.child, transpose(ct, inverse), sink);
+  }
+};
+// slice: the cotangent written into zeros of the child's shape.
+template <class C>
+struct reverse<view_node<views::slice, C>> {
+  template <class G, class Sink>
+  static void run(view_node<views::slice, C> const& e, G const& ct, Sink& sink) {
+    backward(e.child, pad_node<G>(ct, e.child.shape(), e.view), sink);
   }
 };
 template <class C>
@@ -194,40 +369,43 @@ struct reverse<reshape_node<C>> {
   }
 };
 
-// matmul of matrices: dA = ct B^T, dB = A^T ct. Matrix-vector products use outer products.
+// matmul, as numpy.matmul: with both operands seen as stacks of matrices (a vector operand as a
+// 1 x k row or a k x 1 column), dA = ct B^T and dB = A^T ct per batch, summed over the batch
+// dimensions the operand was broadcast along. When B has no batch dimensions, A's batches are
+// stacked into rows and dB is one GEMM: A^T ct over every row at once. Each gradient has one
+// expression type whatever the ranks, so the rest of the graph is compiled once.
 template <class A, class B>
 struct reverse<matmul_node<A, B>> {
   template <class G, class Sink>
   static void run(matmul_node<A, B> const& e, G const& ct, Sink& sink) {
     auto const& a = e.lhs();
     auto const& b = e.rhs();
-    std::size_t ra = a.shape().size(), rb = b.shape().size();
-    if (ra == 2 && rb == 2) {
-      if constexpr (detail::differentiable_v<A>)
-        backward(a, zenith::detail::convert<value_t<A>>(matmul(ct, transpose(b))), sink);
-      if constexpr (detail::differentiable_v<B>)
-        backward(b, zenith::detail::convert<value_t<B>>(matmul(transpose(a), ct)), sink);
-    } else if (ra == 2 && rb == 1) {  // (m, k) @ (k,) -> (m,)
-      std::size_t m = a.shape()[0], k = a.shape()[1];
-      if constexpr (detail::differentiable_v<A>)
-        backward(a,
-                 zenith::detail::convert<value_t<A>>(reshape(ct, zenith::shape{m, 1}) *
-                                                     reshape(b, zenith::shape{1, k})),
-                 sink);
-      if constexpr (detail::differentiable_v<B>)
-        backward(b, zenith::detail::convert<value_t<B>>(matmul(transpose(a), ct)), sink);
-    } else if (ra == 1 && rb == 2) {  // (k,) @ (k, n) -> (n,)
-      std::size_t k = b.shape()[0], n = b.shape()[1];
-      if constexpr (detail::differentiable_v<A>)
-        backward(a, zenith::detail::convert<value_t<A>>(matmul(b, ct)), sink);
-      if constexpr (detail::differentiable_v<B>)
-        backward(b,
-                 zenith::detail::convert<value_t<B>>(reshape(a, zenith::shape{k, 1}) *
-                                                     reshape(ct, zenith::shape{1, n})),
-                 sink);
-    } else {
-      throw value_error("grad: matmul of shapes " + a.shape().str() + " and " + b.shape().str() +
-                        " has no reverse rule yet (matrices and matrix-vector products have)");
+    auto const& d = e.dims;
+    auto with = [](zenith::shape s, std::size_t r, std::size_t c) {
+      s.push_back(r);
+      s.push_back(c);
+      return s;
+    };
+    auto swap_last = [](std::size_t rank) {
+      std::vector<int> perm(rank);
+      for (std::size_t i = 0; i < rank; ++i) perm[i] = int(i);
+      std::swap(perm[rank - 2], perm[rank - 1]);
+      return perm;
+    };
+    zenith::shape a_full = with(d.a_batch, d.m, d.k), b_full = with(d.b_batch, d.k, d.n);
+    auto g = share_operand(ct);
+    if constexpr (detail::differentiable_v<A>) {
+      auto bt = transpose(reshape(b, b_full), swap_last(b_full.size()));
+      auto da = matmul(reshape(g, with(d.batch, d.m, d.n)), bt);
+      backward(a, zenith::detail::convert<value_t<A>>(fold_to_node(da, a_full, a.shape())), sink);
+    }
+    if constexpr (detail::differentiable_v<B>) {
+      bool stacked = d.b_batch.empty();
+      std::size_t rows = stacked ? d.batch.numel() * d.m : d.m;
+      zenith::shape as = stacked ? zenith::shape{rows, d.k} : a_full;
+      zenith::shape gs = stacked ? zenith::shape{rows, d.n} : with(d.batch, d.m, d.n);
+      auto db = matmul(transpose(reshape(a, as), swap_last(as.size())), reshape(g, gs));
+      backward(b, zenith::detail::convert<value_t<B>>(fold_to_node(db, b_full, b.shape())), sink);
     }
   }
 };

@@ -1,15 +1,22 @@
 #pragma once
-// memoize(e): the same expression with every barrier (reduction, matmul) evaluated once and
-// held as memo_node. The reverse pass reads a node's value in its rules (tanh's derivative is
-// 1 - y * y, with y the node itself); without this, each such read would evaluate the barriers
-// below it again, a GEMM per read. The rebuilt expression keeps every node type's structure,
-// so the reverse rules still see the barrier and its children.
+// memoize(e): the same expression with every barrier (reduction, matmul, softmax, concatenate)
+// evaluated once and held as memo_node. The reverse pass reads a node's value in its rules
+// (tanh's derivative is 1 - y * y, with y the node itself; softmax's reads its output); without
+// this, each such read would evaluate the barriers below it again, a GEMM per read. The rebuilt
+// expression keeps every node type's structure, so the reverse rules still see the barrier and its
+// children.
+#include <tuple>
 #include <utility>
+#include <vector>
 
+#include "../backend/cpu/concat.hpp"
 #include "../backend/cpu/evaluate.hpp"
+#include "../backend/cpu/softmax.hpp"
+#include "../expr/concat.hpp"
 #include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"
+#include "../expr/softmax.hpp"
 #include "../expr/views.hpp"
 
 namespace zenith {
@@ -84,6 +91,33 @@ template <class A, class B>
 struct memoizer<matmul_node<A, B>> {
   static auto run(matmul_node<A, B> const& e) {
     return memo_node(matmul_node<memoized_t<A>, memoized_t<B>>(memoize(e.lhs()), memoize(e.rhs())));
+  }
+};
+
+template <class Op, class E>
+struct memoizer<softmax_node<Op, E>> {
+  static auto run(softmax_node<Op, E> const& e) {
+    return memo_node(softmax_node<Op, memoized_t<E>>(memoize(e.input()), int(e.axis)));
+  }
+};
+template <class Op, class E>
+struct memoizer<concat_node<Op, std::vector<E>>> {
+  static auto run(concat_node<Op, std::vector<E>> const& e) {
+    std::vector<memoized_t<E>> parts;
+    parts.reserve(e.parts.size());
+    for (auto const& p : e.parts) parts.push_back(memoize(p));
+    return memo_node(concat_node<Op, std::vector<memoized_t<E>>>(std::move(parts), int(e.axis)));
+  }
+};
+template <class Op, class... Es>
+struct memoizer<concat_node<Op, std::tuple<Es...>>> {
+  static auto run(concat_node<Op, std::tuple<Es...>> const& e) {
+    return memo_node(std::apply(
+        [&](auto const&... p) {
+          return concat_node<Op, std::tuple<memoized_t<Es>...>>(
+              std::tuple<memoized_t<Es>...>(memoize(p)...), int(e.axis));
+        },
+        e.parts));
   }
 };
 

@@ -90,6 +90,25 @@ struct sum_to_eval {
   }
 };
 
+template <class E>
+inline constexpr bool is_sum_to_node_v = false;
+template <class C>
+inline constexpr bool is_sum_to_node_v<sum_to_node<C>> = true;
+
+namespace detail {
+// e as an array: the child evaluated first, then summed as an array. That is one elementwise
+// loop compiled for the child's type plus a reduction shared by every cotangent of type T,
+// rather than a reduction kernel compiled for each cotangent expression.
+template <class C>
+array<value_t<C>> evaluate_sum_to(sum_to_node<C> const& e) {
+  using T = value_t<C>;
+  array<T> full = evaluate_untraced<T>(e.child);
+  if (!e.reduces()) return full;
+  array<T> s = evaluate_untraced<T>(sum(full, e.axes, true));
+  return array<T>::from_buffer(s.storage(), s.data(), e.shape_);
+}
+}  // namespace detail
+
 template <class C>
 struct evaluator_for<sum_to_node<C>> {
   using T = value_t<C>;
@@ -99,8 +118,7 @@ struct evaluator_for<sum_to_node<C>> {
     if (!e.reduces()) {
       ev.child.emplace(make_evaluator(e.child));
     } else {
-      array<T> s = reshape(sum(e.child, e.axes, true), e.shape_);
-      ev.summed = leaf_eval<T>::owning(s);
+      ev.summed = leaf_eval<T>::owning(detail::evaluate_sum_to(e));
     }
     return ev;
   }

@@ -1,24 +1,40 @@
 #pragma once
-// Which buffers the running autodiff transform traces. While grad & co. call a user function,
-// its differentiable arguments are aliases with buffers of their own (buffer::alias), listed
-// here. Evaluation checks the list before it materializes an expression: an intermediate that
-// reads a traced buffer cannot be differentiated through by the static pass, and a silent zero
-// gradient is the failure to fear, so that is a clear error (the runtime tape lifts it).
-#include <algorithm>
+// What the running autodiff transform traces. While grad & co. call a user function, its
+// differentiable arguments are aliases with buffers of their own (buffer::alias), marked as
+// traced here. Materializing an expression that reads a traced buffer (`array h = tanh(h @ w)`
+// inside a runtime loop) does not just compute the value: evaluation hands it to the tape
+// (autodiff/tape.hpp), which evaluates it, marks the result traced too, and keeps one entry whose
+// backward is the expression's static reverse pass. An untraced array pays one pointer test.
+//
+// The state is thread-local: evaluation worker threads never see it, so they never record.
+#include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "buffer.hpp"
 #include "error.hpp"
 
+namespace zenith::autodiff {
+class cotangents;  // autodiff/tape.hpp
+}
+
 namespace zenith::detail {
+
+// One recorded materialization. pull() reads the cotangent of `out` and adds its inputs'
+// cotangents; the entry's expression (and so the arrays it reads) lives until it is pulled.
+struct tape_entry {
+  std::shared_ptr<buffer> out;  // held, so that its identity cannot be reused while recorded
+  virtual ~tape_entry() = default;
+  virtual void pull(autodiff::cotangents& cts) = 0;
+};
 
 struct trace_state {
   std::string transform;  // "grad", for messages
-  std::vector<buffer const*> traced;
-  bool reads_traced(buffer const* b) const {
-    return std::find(traced.begin(), traced.end(), b) != traced.end();
-  }
+  std::unordered_set<buffer const*> traced;
+  std::vector<std::unique_ptr<tape_entry>> tape;  // in recording order
+
+  bool reads_traced(buffer const* b) const { return traced.count(b) != 0; }
 };
 
 inline trace_state*& active_trace() {
@@ -26,10 +42,11 @@ inline trace_state*& active_trace() {
   return t;
 }
 
-// Installs a trace for the lifetime of the guard (nested transforms restore the outer one).
+// Installs a trace (or, with nullptr, none) for the lifetime of the guard; the previous one
+// comes back after it, so transforms nest.
 class trace_scope {
  public:
-  explicit trace_scope(trace_state& t) : saved_(active_trace()) { active_trace() = &t; }
+  explicit trace_scope(trace_state* t) : saved_(active_trace()) { active_trace() = t; }
   ~trace_scope() { active_trace() = saved_; }
   trace_scope(trace_scope const&) = delete;
   trace_scope& operator=(trace_scope const&) = delete;
@@ -38,17 +55,14 @@ class trace_scope {
   trace_state* saved_;
 };
 
-// Throws if expression e reads a traced buffer while a trace is active.
+// True if a trace is active and expression e reads one of its traced buffers.
 template <class E>
-void check_untraced_materialize(E const& e, char const* what) {
+bool reads_traced(E const& e) {
   trace_state const* t = active_trace();
-  if (!t) return;
+  if (!t) return false;
   bool hit = false;
   e.for_each_array([&](auto const& a) { hit = hit || t->reads_traced(a.storage().get()); });
-  if (hit)
-    throw value_error(t->transform + ": " + what +
-                      " an expression of a traced argument inside the function is not supported "
-                      "yet; return one expression (the static pass differentiates it whole)");
+  return hit;
 }
 
 }  // namespace zenith::detail

@@ -1,15 +1,18 @@
 #pragma once
-// grad and value_and_grad for functions of arrays that return one scalar expression.
+// Reverse mode for functions of arrays: grad, value_and_grad and vjp.
 //
 //   auto loss = [](auto const& w, auto const& x) { return zn::mean(zn::square(zn::matmul(x, w)));
-//   }; zn::array<double> gw = zn::grad(loss)(w, x);                        // w.r.t. argument 0
-//   auto [value, grads] = zn::value_and_grad(loss, zn::argnums<0, 1>)(w, x);  // a std::tuple
+//   }; zn::array<double> gw = zn::grad(loss)(w, x);                               // w.r.t.
+//   argument 0 auto [value, grads] = zn::value_and_grad(loss, zn::argnums<0, 1>)(w, x);  // a
+//   std::tuple auto [y, pullback] = zn::vjp(f, x);  auto [gx] = pullback(ct);
 //
-// Each differentiable argument is passed to the function as an alias of itself (same memory,
+// A differentiable argument is an array or a tree of arrays (core/tree.hpp); its gradient has
+// the same structure. Each array is passed to the function as an alias of itself (same memory,
 // a buffer identity of its own), so the leaves that read it can be told apart from every other
 // array, even from another argument that is the same array. The function's result is
 // differentiated on its type (autodiff/backward.hpp): each gradient is one fused expression per
-// place the argument is read, summed into the gradient.
+// place the argument is read. Intermediates the function materializes are on the tape
+// (autodiff/tape.hpp), pulled after the result's own pass.
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -18,8 +21,10 @@
 #include <utility>
 
 #include "../autodiff/backward.hpp"
+#include "../autodiff/tape.hpp"
 #include "../core/creation.hpp"
 #include "../core/trace.hpp"
+#include "../core/tree.hpp"
 
 namespace zenith {
 
@@ -49,17 +54,58 @@ constexpr std::size_t argnum_slot() {
   return j;
 }
 
-template <class A>
-inline constexpr bool differentiable_argument = false;
-template <class T>
-inline constexpr bool differentiable_argument<array<T>> = floating_element<T>;
+// The argument as the traced function sees it: a copy of the tree whose every array is an
+// alias of itself (same memory) under a fresh buffer identity, marked traced.
+template <class Tree>
+Tree traced_tree(Tree const& tree, trace_state& st, char const* transform) {
+  Tree t = tree;
+  for_each_leaf(t, [&](auto& a) {
+    using A = std::remove_cvref_t<decltype(a)>;
+    if (!a.storage())
+      throw value_error(std::string(transform) +
+                        ": a differentiable argument holds an array with no storage "
+                        "(default-constructed)");
+    auto b = buffer::alias(a.storage());
+    st.traced.insert(b.get());
+    a = A::from_buffer(std::move(b), a.data(), a.shape());
+  });
+  return t;
+}
 
-// The argument as the traced function sees it: an alias with a fresh buffer identity.
-template <class T>
-array<T> traced_alias(array<T> const& a, trace_state& st) {
-  auto b = buffer::alias(a.storage());
-  st.traced.push_back(b.get());
-  return array<T>::from_buffer(std::move(b), const_cast<T*>(a.data()), a.shape());
+// The gradient of a traced tree: the same structure, each array replaced by the cotangent
+// accumulated for it, or zeros where the result does not depend on it.
+template <class Tree>
+Tree gradient_tree(Tree const& traced, autodiff::cotangents& cts) {
+  Tree g = traced;
+  for_each_leaf(g, [&](auto& a) {
+    using T = value_t<std::remove_cvref_t<decltype(a)>>;
+    if (auto ct = cts.template take<T>(a.storage().get()))
+      a = std::move(*ct);
+    else
+      a = zeros<T>(a.shape());
+  });
+  return g;
+}
+
+// The function's result checked and evaluated: what the reverse pass starts from.
+template <class Out>
+void check_scalar_result(Out const& out, char const* transform) {
+  static_assert(expression<Out>, "zenith::grad: the function must return an array expression");
+  static_assert(floating_element<value_t<Out>>,
+                "zenith::grad: the function must return a floating-point value");
+  if (out.shape().numel() != 1)
+    throw value_error(std::string(transform) +
+                      ": the function must return a scalar (size 1), got shape " +
+                      out.shape().str());
+}
+
+// The value of a memoized result: a barrier at the root is already evaluated.
+template <class M>
+auto result_value(M const& forward) {
+  if constexpr (requires { forward.value; })
+    return forward.value;
+  else
+    return evaluate_untraced<value_t<M>>(forward);
 }
 
 template <class F, std::size_t... I>
@@ -72,47 +118,29 @@ struct value_and_grad_fn {
     static_assert(((I < sizeof...(Args)) && ...), "zenith::grad: an argnum is out of range");
     static_assert(distinct_argnums<I...>(), "zenith::grad: an argnum is repeated");
     auto in = std::forward_as_tuple(args...);
-    static_assert(
-        (differentiable_argument<std::remove_cvref_t<std::tuple_element_t<I, decltype(in)>>> &&
-         ...),
-        "zenith::grad: differentiable arguments must be arrays of a floating type");
-    trace_state st{"grad", {}};
-    auto traced = std::make_tuple(traced_alias(std::get<I>(in), st)...);
+    static_assert((differentiable_tree<std::tuple_element_t<I, decltype(in)>> && ...),
+                  "zenith::grad: differentiable arguments must be arrays of a floating type, or "
+                  "trees of them (std::vector, std::array, std::tuple, std::map<std::string, ...>, "
+                  "ZENITH_FIELDS structs)");
+    trace_state st{"grad", {}, {}};
+    auto traced = std::make_tuple(traced_tree(std::get<I>(in), st, "grad")...);
     auto out = [&]<std::size_t... K>(std::index_sequence<K...>) {
-      trace_scope scope(st);
+      trace_scope scope(&st);
       return f(pick<K>(in, traced)...);
     }
     (std::index_sequence_for<Args...>{});
+    check_scalar_result(out, "grad");
 
-    using Out = std::remove_cvref_t<decltype(out)>;
-    static_assert(expression<Out>, "zenith::grad: the function must return an array expression");
-    static_assert(floating_element<value_t<Out>>,
-                  "zenith::grad: the function must return a floating-point value");
-    if (out.shape().numel() != 1)
-      throw value_error("grad: the function must return a scalar (size 1), got shape " +
-                        out.shape().str());
-    using T = value_t<Out>;
+    using T = value_t<decltype(out)>;
     // Barriers evaluated once: the value and every rule that reads a node's value share them.
     auto const& forward = autodiff::memoize(out);
-    array<T> value = [&] {
-      if constexpr (requires { forward.value; })
-        return forward.value;  // a barrier at the root (a reduction, usually): already evaluated
-      else
-        return eval(forward);
-    }();
-
-    std::tuple<std::optional<std::remove_cvref_t<std::tuple_element_t<I, decltype(in)>>>...> acc;
-    auto sink = [&](auto const& leaf, auto const& ct) {
-      buffer const* b = leaf.storage().get();
-      [&]<std::size_t... J>(std::index_sequence<J...>) {
-        (accumulate(std::get<J>(acc), std::get<J>(traced), b, leaf, ct), ...);
-      }
-      (std::make_index_sequence<sizeof...(I)>{});
-    };
-    autodiff::backward(forward, full<T>(out.shape(), T(1)), sink);
+    array<T> value = result_value(forward);
+    autodiff::cotangents cts(st);
+    autodiff::backward(forward, full<T>(out.shape(), T(1)), cts);
+    autodiff::pull_tape(st, cts, autodiff::tape_use::consume);
 
     auto grads = [&]<std::size_t... J>(std::index_sequence<J...>) {
-      return std::make_tuple(finish(std::get<J>(acc), std::get<J>(traced))...);
+      return std::make_tuple(gradient_tree(std::get<J>(traced), cts)...);
     }
     (std::make_index_sequence<sizeof...(I)>{});
     if constexpr (sizeof...(I) == 1)
@@ -130,24 +158,6 @@ struct value_and_grad_fn {
     else
       return std::get<K>(in);
   }
-
-  template <class T, class Leaf, class G>
-  static void accumulate(std::optional<array<T>>& acc, array<T> const& target, buffer const* b,
-                         Leaf const&, G const& ct) {
-    if constexpr (std::is_same_v<Leaf, array<T>>) {
-      if (b != target.storage().get()) return;
-      if (!acc)
-        acc = array<T>(ct);
-      else
-        *acc = *acc + ct;
-    }
-  }
-
-  template <class T>
-  static array<T> finish(std::optional<array<T>>& acc, array<T> const& target) {
-    if (acc) return std::move(*acc);
-    return zeros<T>(target.shape());  // the result does not depend on this argument
-  }
 };
 
 }  // namespace detail
@@ -161,6 +171,43 @@ auto value_and_grad(F f, argnums_t<I...>) {
 template <class F>
 auto value_and_grad(F f) {
   return value_and_grad(std::move(f), argnums<0>);
+}
+
+// vjp(f, args...): {f(args...) evaluated, pullback}. pullback(ct) takes a cotangent of the
+// output's shape and returns a std::tuple with one cotangent per argument (each in its
+// argument's structure); it may be called any number of times, and keeps the function's
+// recorded intermediates alive as long as it lives.
+template <class F, class... Args>
+auto vjp(F f, Args const&... args) {
+  static_assert((differentiable_tree<Args> && ...),
+                "zenith::vjp: arguments must be arrays of a floating type, or trees of them");
+  auto st = std::make_shared<detail::trace_state>(detail::trace_state{"vjp", {}, {}});
+  auto traced = std::make_tuple(detail::traced_tree(args, *st, "vjp")...);
+  auto out = [&] {
+    detail::trace_scope scope(st.get());
+    return std::apply(f, traced);
+  }();
+  using Out = decltype(out);
+  static_assert(expression<Out>, "zenith::vjp: the function must return an array expression");
+  static_assert(floating_element<value_t<Out>>,
+                "zenith::vjp: the function must return a floating-point value");
+  using T = value_t<Out>;
+  autodiff::memoized_t<Out> forward = autodiff::memoize(out);
+  array<T> value = detail::result_value(forward);
+  auto pullback = [st, traced, forward, s = value.shape()](auto const& ct) {
+    static_assert(expression<std::remove_cvref_t<decltype(ct)>>,
+                  "zenith::vjp: the cotangent must be an array expression");
+    if (ct.shape() != s)
+      throw shape_error("vjp: cotangent of shape " + ct.shape().str() + " for an output of shape " +
+                        s.str());
+    autodiff::cotangents cts(*st);
+    autodiff::backward(forward, detail::convert<T>(ct), cts);
+    autodiff::pull_tape(*st, cts, autodiff::tape_use::keep);
+    return std::apply(
+        [&](auto const&... t) { return std::make_tuple(detail::gradient_tree(t, cts)...); },
+        traced);
+  };
+  return std::pair{value, pullback};
 }
 
 // grad(f[, argnums<i...>])(args...): the gradients alone.

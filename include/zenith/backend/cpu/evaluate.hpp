@@ -19,6 +19,27 @@ concept barrier_expression = expression<E> && requires {
 
 namespace detail {
 
+// Materializes e while a trace reads it: evaluates e, records one tape entry and returns the
+// value under a traced buffer. Defined by the autodiff layer (autodiff/tape.hpp), as
+// evaluate_as itself is declared by core/array.hpp and defined here.
+//
+// Each expression type that is ever materialized compiles its reverse pass for the tape, since
+// whether it will be traced is only known at run time. A program that never differentiates
+// through materialized intermediates can define ZENITH_NO_TAPE (consistently in all its
+// translation units, like any macro that changes inline code) to skip that compile time; a
+// materialization under grad is then a clear error instead of a tape entry.
+#ifndef ZENITH_NO_TAPE
+template <element T, expression E>
+array<T> record_materialization(E const& e);
+#else
+template <element T, expression E>
+array<T> record_materialization(E const&) {
+  throw value_error(active_trace()->transform +
+                    ": materializing an expression of a traced argument needs the tape, which "
+                    "this program compiled out (ZENITH_NO_TAPE)");
+}
+#endif
+
 template <class T>
 dest_view<T> contiguous_dest(array<T>& out) {
   return {out.data(), row_major_strides(out.shape())};
@@ -38,15 +59,24 @@ array<T> evaluate_fresh(E const& e) {
   }
 }
 
-// e as an array: an array of type T is returned as it is, anything else is evaluated.
+// e as an array without consulting the trace: an array of type T is returned as it is,
+// anything else is evaluated. For evaluation inside the library (a barrier's operands, the
+// reverse pass), which is never recorded; it also keeps those expression types from
+// instantiating the tape's reverse pass, which is compile time for nothing.
+template <element T, expression E>
+array<T> evaluate_untraced(E const& e) {
+  if constexpr (std::is_same_v<std::remove_cvref_t<E>, array<T>>)
+    return e;
+  else
+    return evaluate_fresh<T>(e);
+}
+
+// e as an array, as user code materializes it: recorded on the tape when a trace reads it.
 template <element T, expression E>
 array<T> evaluate_as(E const& e) {
-  if constexpr (std::is_same_v<std::remove_cvref_t<E>, array<T>>) {
-    return e;
-  } else {
-    check_untraced_materialize(e, "materializing");
-    return evaluate_fresh<T>(e);
-  }
+  if constexpr (!std::is_same_v<std::remove_cvref_t<E>, array<T>>)
+    if (reads_traced(e)) return record_materialization<T>(e);
+  return evaluate_untraced<T>(e);
 }
 
 template <class E>
@@ -91,9 +121,10 @@ void assign_rebind_impl(array<T>& dst, X const& x, std::size_t expr_handles) {
   }
 }
 
+// dst = e, reusing dst's buffer when nothing else reads it; never recorded (see
+// evaluate_untraced).
 template <element T, expression E>
-void assign_rebind(array<T>& dst, E const& e, bool temporary) {
-  check_untraced_materialize(e, "assigning");
+void assign_rebind_untraced(array<T>& dst, E const& e, bool temporary) {
   buffer const* b = dst.storage().get();
   std::size_t held = temporary ? handles_to(e, b) : 0;
   // A named expression that reads dst keeps dst's buffer shared: then use_count exceeds
@@ -104,6 +135,14 @@ void assign_rebind(array<T>& dst, E const& e, bool temporary) {
     auto x = convert<T>(e);
     assign_rebind_impl(dst, x, held + handles_to(x, b));
   }
+}
+
+template <element T, expression E>
+void assign_rebind(array<T>& dst, E const& e, bool temporary) {
+  if (reads_traced(e))
+    dst = record_materialization<T>(e);  // a fresh buffer: the old value may still be read
+  else
+    assign_rebind_untraced(dst, e, temporary);
 }
 
 template <class T>
@@ -177,12 +216,16 @@ auto eval(E const& e) {
 // sees. e must broadcast to a's shape.
 template <element T, expression E>
 void assign(array<T>& a, E const& e) {
-  detail::check_untraced_materialize(e, "assigning");
+  if (detail::trace_state const* t = detail::active_trace();
+      t && (detail::reads_traced(e) || t->reads_traced(a.storage().get())))
+    throw value_error(t->transform +
+                      ": assign() writes into an array in place, which a gradient cannot follow; "
+                      "rebind instead (a = expr)");
   zenith::shape s = a.shape();
   auto b = broadcast_to(detail::convert<T>(e), s);
   auto ev = make_evaluator(b);
   if (!detail::reads_only_same_index(ev, a.storage().get(), a.data(), s)) {
-    array<T> tmp = b;  // reads a elsewhere: compute first, then copy
+    array<T> tmp = detail::evaluate_untraced<T>(b);  // reads a elsewhere: compute first, then copy
     auto ev2 = make_evaluator(tmp);
     run_fused(detail::contiguous_dest(a), ev2, s);
     return;
@@ -201,8 +244,8 @@ requires(!is_array_v<std::remove_cvref_t<E>>) std::ostream& operator<<(std::ostr
 template <expression A, expression B>
 bool allclose(A const& a, B const& b, double rtol = 1e-5, double atol = 1e-8) {
   zenith::shape s = broadcast_shapes(a.shape(), b.shape(), "allclose");
-  array<double> x = broadcast_to(cast<double>(a), s);
-  array<double> y = broadcast_to(cast<double>(b), s);
+  array<double> x = detail::evaluate_untraced<double>(broadcast_to(cast<double>(a), s));
+  array<double> y = detail::evaluate_untraced<double>(broadcast_to(cast<double>(b), s));
   for (std::size_t i = 0; i < x.size(); ++i) {
     double u = x.data()[i], v = y.data()[i];
     if (u == v) continue;  // equal infinities

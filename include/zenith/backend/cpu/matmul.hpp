@@ -59,7 +59,7 @@ leaf_eval<T> mm_leaf(E const& e) {
   if constexpr (std::is_same_v<evaluator_t<E>, leaf_eval<T>>)
     return make_evaluator(e);
   else
-    return leaf_eval<T>::owning(evaluate_as<T>(e));
+    return leaf_eval<T>::owning(evaluate_untraced<T>(e));
 }
 
 template <class T, class E>
@@ -250,7 +250,7 @@ array<value_t<matmul_node<A, B>>> eval_barrier(matmul_node<A, B> const& node) {
     return detail::mm_blas<R>(node.lhs(), node.rhs(), node.dims);
   } else if constexpr (storage_float<R>) {
     array<float> f = detail::mm_blas<float>(node.lhs(), node.rhs(), node.dims);
-    return detail::evaluate_as<R>(f);
+    return detail::evaluate_untraced<R>(f);
   } else {
     return detail::mm_loop<R>(node.lhs(), node.rhs(), node.dims);
   }

@@ -803,7 +803,8 @@ array<value_t<C>> eval_logsumexp(reduce_node<ops::reduce_logsumexp, C> const& e)
   using T = value_t<C>;
   using W = compute_t<T>;
   if constexpr (has_barrier<C>::value) {
-    array<T> x = e.child;  // the child is read twice: compute its barriers once
+    array<T> x =
+        evaluate_untraced<T>(e.child);  // the child is read twice: compute its barriers once
     return eval_logsumexp(reduce_node<ops::reduce_logsumexp, array<T>>(x, e.axes, e.keepdims));
   } else {
     zenith::shape out_shape = e.shape();

@@ -24,7 +24,7 @@ namespace detail {
 // Evaluates e as T into a fresh array this code may overwrite (never a buffer shared with e).
 template <element T, expression E>
 array<T> softmax_input(E const& e) {
-  array<T> r = evaluate_as<T>(e);
+  array<T> r = evaluate_untraced<T>(e);
   auto const& b = r.storage();
   if (b && b->owned() && b.use_count() == 1) return r;
   return copy_from(r.data(), r.shape());
@@ -221,7 +221,7 @@ array<value_t<softmax_node<Op, E>>> eval_barrier(softmax_node<Op, E> const& node
   if constexpr (std::is_same_v<R, C>)
     return buf;
   else
-    return detail::evaluate_as<R>(buf);
+    return detail::evaluate_untraced<R>(buf);
 }
 
 }  // namespace zenith

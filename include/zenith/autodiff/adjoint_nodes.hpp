@@ -1,0 +1,166 @@
+#pragma once
+// Nodes that only the reverse pass builds. Each is a barrier (evaluated into a buffer, then read
+// as a leaf), so a gradient that is one of them lands in the gradient buffer with no extra copy.
+//
+//   shared_node<E>   e, evaluated at most once however many rules read it (a cotangent that
+//                    several rules or operands use: softmax, concatenate, both sides of matmul).
+//                    share(ct) wraps only what is not cheap to read again.
+//   pad_node<E>      the adjoint of slice: e written into zeros of the sliced array's shape.
+//   fold_to_node<E>  e summed down to a broadcast-from shape (sum_to) and reshaped: the
+//                    cotangent of a batched matmul operand.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../backend/cpu/evaluate.hpp"
+#include "../backend/cpu/reduce.hpp"
+#include "../core/creation.hpp"
+#include "../expr/reduce.hpp"
+#include "../expr/reshape.hpp"
+#include "../expr/views.hpp"
+#include "memoize.hpp"
+#include "sum_to.hpp"
+
+namespace zenith {
+
+template <expression E>
+struct shared_node : expr_base {
+  using value_type = value_t<E>;
+  static constexpr bool fixed = false;
+  static constexpr bool barrier = true;
+
+  E child;
+  std::shared_ptr<std::optional<array<value_type>>> cache =
+      std::make_shared<std::optional<array<value_type>>>();
+
+  explicit shared_node(E e) : child(std::move(e)) {}
+  zenith::shape shape() const { return child.shape(); }
+  template <class F>
+  void for_each_array(F&& f) const {
+    child.for_each_array(f);
+  }
+};
+
+template <class E>
+array<value_t<E>> eval_barrier(shared_node<E> const& e) {
+  if (!*e.cache) *e.cache = detail::evaluate_untraced<value_t<E>>(e.child);
+  return **e.cache;
+}
+
+template <expression E>
+struct pad_node : expr_base {
+  using value_type = value_t<E>;
+  static constexpr bool fixed = false;
+  static constexpr bool barrier = true;
+
+  E child;               // shaped like the slice
+  zenith::shape shape_;  // the sliced array's shape
+  views::slice view;     // where the child goes
+
+  pad_node(E e, zenith::shape s, views::slice v)
+      : child(std::move(e)), shape_(s), view(std::move(v)) {}
+  zenith::shape shape() const { return shape_; }
+  template <class F>
+  void for_each_array(F&& f) const {
+    child.for_each_array(f);
+  }
+};
+
+template <class E>
+array<value_t<E>> eval_barrier(pad_node<E> const& e) {
+  using T = value_t<E>;
+  zenith::shape in = e.shape_, part = e.child.shape();
+  // Zeros are written only where the slice leaves gaps (a slice as large as its array, with a
+  // step of 1 or -1, leaves none).
+  auto out = part == in ? array<T>::empty(in) : zeros<T>(in);
+  if (part.numel() == 0) return out;
+  auto st = row_major_strides(in);
+  dest_view<T> dst{out.data(), {}};
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    dst.base += e.view.start[k] * st[k];
+    dst.stride[k] = e.view.step[k] * st[k];
+  }
+  auto ev = make_evaluator(e.child);
+  run_fused(dst, ev, part);
+  return out;
+}
+
+template <expression E>
+struct fold_to_node : expr_base {
+  using value_type = value_t<E>;
+  static constexpr bool fixed = false;
+  static constexpr bool barrier = true;
+
+  E child;
+  zenith::shape full;    // child summed to this shape (NumPy broadcasting in reverse) ...
+  zenith::shape shape_;  // ... then reshaped to this one
+
+  fold_to_node(E e, zenith::shape f, zenith::shape s) : child(std::move(e)), full(f), shape_(s) {}
+  zenith::shape shape() const { return shape_; }
+  template <class F>
+  void for_each_array(F&& f) const {
+    child.for_each_array(f);
+  }
+};
+
+template <class E>
+array<value_t<E>> eval_barrier(fold_to_node<E> const& e) {
+  using T = value_t<E>;
+  array<T> r = detail::evaluate_untraced<T>(e.child);
+  zenith::shape s = r.shape();
+  std::size_t lead = s.size() - e.full.size();
+  std::vector<int> axes;
+  for (std::size_t k = 0; k < s.size(); ++k)
+    if (k < lead || (e.full[k - lead] == 1 && s[k] != 1)) axes.push_back(int(k));
+  if (!axes.empty()) r = detail::evaluate_untraced<T>(sum(r, axes, true));
+  return array<T>::from_buffer(r.storage(), r.data(), e.shape_);
+}
+
+namespace autodiff {
+
+// Whether reading e again costs no more than a pass over its leaves: no GEMM or other kernel in
+// it runs again.
+template <class E>
+inline constexpr bool cheap_v = false;
+template <element T>
+inline constexpr bool cheap_v<array<T>> = true;
+template <class T>
+inline constexpr bool cheap_v<scalar_node<T>> = true;
+template <class B>
+inline constexpr bool cheap_v<memo_node<B>> = true;
+template <class E>
+inline constexpr bool cheap_v<shared_node<E>> = true;
+template <class Op, class... Cs>
+inline constexpr bool cheap_v<map_node<Op, Cs...>> = (cheap_v<Cs> && ...);
+template <class V, class C>
+inline constexpr bool cheap_v<view_node<V, C>> = cheap_v<C>;
+template <class C>
+inline constexpr bool cheap_v<reshape_node<C>> = cheap_v<C>;
+// Transparent when nothing is summed (the usual case); else a reduction over what it reads.
+template <class C>
+inline constexpr bool cheap_v<sum_to_node<C>> = cheap_v<C>;
+
+// ct, to be read several times: as it is when that is cheap, else evaluated on first read.
+template <class G>
+auto share(G const& ct) {
+  if constexpr (cheap_v<G>)
+    return ct;
+  else
+    return shared_node<G>(ct);
+}
+
+// ct as a library kernel's operand (matmul): as it is when the kernel reads it in place (an
+// array or a view of one), else evaluated once for every kernel that reads it.
+template <class G>
+auto share_operand(G const& ct) {
+  if constexpr (cheap_v<G> && std::is_same_v<evaluator_t<G>, leaf_eval<value_t<G>>>)
+    return ct;
+  else
+    return shared_node<G>(ct);
+}
+
+}  // namespace autodiff
+}  // namespace zenith

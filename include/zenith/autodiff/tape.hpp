@@ -1,0 +1,133 @@
+#pragma once
+// The tape: the runtime half of reverse mode, for code that materializes intermediates.
+//
+//   for (auto const& w : ws) h = zn::tanh(zn::matmul(h, w));   // inside a function given to grad
+//
+// While a trace is active (core/trace.hpp), materializing an expression that reads a traced
+// buffer comes here. The expression is memoized (its barriers evaluated once), its value
+// computed, the result's buffer marked traced, and one entry kept: the memoized expression,
+// whose backward is the static reverse pass (autodiff/backward.hpp) over its type. The entry
+// holds what its rule reads (the barrier values and the arrays the expression reads) and
+// nothing else; elementwise intermediates are recomputed inside the fused backward loops.
+//
+// The backward pass runs the static pass over the function's result, then pulls the entries
+// newest first. Cotangents are accumulated per traced buffer, so an array read in several
+// places, or by several entries, sums its contributions.
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+#include "../backend/cpu/evaluate.hpp"
+#include "../core/trace.hpp"
+#include "backward.hpp"
+#include "memoize.hpp"
+
+namespace zenith::autodiff {
+
+// Cotangents per traced buffer (one map per floating element type), and the sink of the
+// reverse pass: a leaf that reads a traced buffer adds its cotangent, evaluated in one fused
+// pass (in place into the running sum when it can be).
+class cotangents {
+ public:
+  explicit cotangents(zenith::detail::trace_state const& st) : st_(&st) {}
+
+  template <class Leaf, class G>
+  void operator()(Leaf const& leaf, G const& ct) {
+    if constexpr (is_array_v<Leaf> && floating_element<value_t<Leaf>>) {
+      using T = value_t<Leaf>;
+      buffer const* b = leaf.storage().get();
+      if (!st_->reads_traced(b)) return;
+      auto& slot = slots<T>()[b];
+      if (slot) {
+        // A further read: added in place, in the same pass that computes it.
+        zenith::detail::assign_rebind_untraced(*slot, *slot + ct, true);
+      } else if constexpr (is_sum_to_node_v<G>) {
+        // One loop over the child, then a shared reduction when it really sums.
+        slot = zenith::detail::evaluate_sum_to(ct);
+      } else {
+        slot = zenith::detail::evaluate_untraced<T>(ct);
+      }
+    }
+  }
+
+  // The cotangent accumulated for buffer b, removed from the store (none if nothing reached b).
+  template <class T>
+  std::optional<array<T>> take(buffer const* b) {
+    auto& m = slots<T>();
+    auto it = m.find(b);
+    if (it == m.end()) return std::nullopt;
+    std::optional<array<T>> ct = std::move(it->second);
+    m.erase(it);
+    return ct;
+  }
+
+ private:
+  template <class T>
+  using slot_map = std::unordered_map<buffer const*, std::optional<array<T>>>;
+
+  template <class T>
+  slot_map<T>& slots() {
+    return std::get<slot_map<T>>(slots_);
+  }
+
+  zenith::detail::trace_state const* st_;
+  std::tuple<slot_map<float>, slot_map<double>, slot_map<bfloat16>, slot_map<float16>> slots_;
+};
+
+// Pulls the tape, newest entry first. A gradient consumes it (each entry, and so what it keeps
+// alive, is freed once pulled); a vjp pullback keeps it to be called again.
+enum class tape_use { consume, keep };
+
+inline void pull_tape(zenith::detail::trace_state& st, cotangents& cts, tape_use use) {
+  if (use == tape_use::consume) {
+    while (!st.tape.empty()) {
+      st.tape.back()->pull(cts);
+      st.tape.pop_back();
+    }
+  } else {
+    for (auto it = st.tape.rbegin(); it != st.tape.rend(); ++it) (*it)->pull(cts);
+  }
+}
+
+}  // namespace zenith::autodiff
+
+namespace zenith::detail {
+
+// A recorded materialization: the memoized expression M of element type T.
+template <class T, class M>
+struct recorded_expression final : tape_entry {
+  M expr;
+  explicit recorded_expression(M m) : expr(std::move(m)) {}
+  void pull(autodiff::cotangents& cts) override {
+    if (auto ct = cts.take<T>(out.get())) autodiff::backward(expr, *ct, cts);
+  }
+};
+
+#ifndef ZENITH_NO_TAPE
+template <element T, expression E>
+array<T> record_materialization(E const& e) {
+  trace_state* t = active_trace();
+  trace_scope off(nullptr);  // evaluation below (barriers included) is not recorded again
+  if constexpr (!floating_element<T> || !floating_element<value_t<E>>) {
+    return evaluate_fresh<T>(e);  // no gradient flows through integers or masks
+  } else {
+    auto x = convert<T>(e);
+    using M = autodiff::memoized_t<decltype(x)>;
+    auto entry = std::make_unique<recorded_expression<T, M>>(autodiff::memoize(x));
+    array<T> value = [&] {
+      if constexpr (requires { entry->expr.value; })
+        return entry->expr.value;  // a barrier at the root: already evaluated
+      else
+        return evaluate_fresh<T>(entry->expr);
+    }();
+    entry->out = value.storage();
+    t->traced.insert(value.storage().get());
+    t->tape.push_back(std::move(entry));
+    return value;
+  }
+}
+#endif
+
+}  // namespace zenith::detail

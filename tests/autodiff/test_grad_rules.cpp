@@ -1,0 +1,278 @@
+// Reverse rules of the non-elementwise nodes against central finite differences in double:
+// slice, softmax / log_softmax, prod, logsumexp, var / std, concatenate / stack and batched
+// matmul, with broadcasting, rank 0 and non-contiguous operands; and their allocation counts.
+#include <array>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+#include <tuple>
+#include <vector>
+#include <zenith/zenith.hpp>
+
+namespace zn = zenith;
+
+namespace {
+
+zn::array<double> random_array(zn::shape s, unsigned seed, double lo = -1, double hi = 1) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  auto a = zn::array<double>::empty(s);
+  for (std::size_t i = 0; i < a.size(); ++i) a.data()[i] = d(gen);
+  return a;
+}
+
+// d f / d args[which], by central differences on each element (f returns a scalar expression).
+template <class F, class... Args>
+zn::array<double> numeric_grad(F const& f, std::size_t which, Args const&... args) {
+  std::array<zn::array<double>, sizeof...(Args)> xs{zn::copy_from(args.data(), args.shape())...};
+  auto value = [&] {
+    return [&]<std::size_t... K>(std::index_sequence<K...>) { return zn::eval(f(xs[K]...)).item(); }
+    (std::index_sequence_for<Args...>{});
+  };
+  zn::array<double>& x = xs[which];
+  auto g = zn::zeros<double>(x.shape());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    double v = x.data()[i], h = 1e-6 * std::max(1.0, std::abs(v));
+    x.data()[i] = v + h;
+    double up = value();
+    x.data()[i] = v - h;
+    double down = value();
+    x.data()[i] = v;
+    g.data()[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+void check_close(zn::array<double> const& got, zn::array<double> const& want) {
+  REQUIRE(got.shape() == want.shape());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": grad " << got.data()[i] << ", finite difference " << want.data()[i]);
+    CHECK(std::abs(got.data()[i] - want.data()[i]) <=
+          1e-6 * std::max(1.0, std::abs(want.data()[i])));
+  }
+}
+
+// The gradient with respect to every argument (one grad call), each against finite differences.
+template <class F, class... Args>
+void check_grads(F const& f, Args const&... args) {
+  auto grads = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    auto g = zn::grad(f, zn::argnums<K...>)(args...);
+    if constexpr (sizeof...(K) == 1)
+      return std::make_tuple(g);
+    else
+      return g;
+  }
+  (std::index_sequence_for<Args...>{});
+  [&]<std::size_t... K>(std::index_sequence<K...>) {
+    (check_close(std::get<K>(grads), numeric_grad(f, K, args...)), ...);
+  }
+  (std::index_sequence_for<Args...>{});
+}
+
+// Arrays allocated by one gradient, after a first call has warmed the allocator up.
+template <class F, class... Args>
+std::size_t grad_allocations(F const& f, Args const&... args) {
+  zn::array<double> warm = zn::grad(f)(args...);
+  auto before = zn::cpu_memory_stats().allocations;
+  zn::array<double> g = zn::grad(f)(args...);
+  return zn::cpu_memory_stats().allocations - before;
+}
+
+}  // namespace
+
+TEST_CASE("grad through slice", "[grad][rules]") {
+  using zn::range;
+  auto x = random_array({5, 6}, 1);
+  // Steps, a negative step, a transposed operand, and x read by two slices and whole.
+  check_grads(
+      [](auto const& x) {
+        return zn::sum(zn::sin(zn::slice(x, {range{1, 4}, range{5, 0, -2}})));
+      },
+      x);
+  check_grads(
+      [](auto const& x) {
+        return zn::sum(zn::square(zn::slice(zn::transpose(x), {range{0, 6, 3}, range{1, -1}})));
+      },
+      x);
+  check_grads(
+      [](auto const& x) {
+        return zn::sum(zn::slice(x, 1, 0, 3) * zn::exp(zn::slice(x, 1, 3, 6))) + zn::sum(x * x);
+      },
+      x);
+  // A slice of an expression, and of a slice; an empty slice adds nothing.
+  check_grads(
+      [](auto const& x) {
+        return zn::sum(zn::slice(zn::slice(zn::tanh(x) * x, 0, 1, 5), {range{}, range{4, 1, -1}}));
+      },
+      x);
+  check_grads([](auto const& x) { return zn::sum(zn::slice(x, 0, 2, 2)) + zn::sum(x * x); }, x);
+  // The gradient of a slice is written once, straight into the gradient buffer: the value, the
+  // seed and the gradient.
+  auto big = random_array({300, 200}, 2);
+  auto f = [](auto const& x) { return zn::sum(zn::slice(x, {range{10, 290, 3}, range{5, 195}})); };
+  CHECK(grad_allocations(f, big) == 3);
+  zn::array<double> g = zn::grad(f)(big);
+  CHECK(g(10, 5) == 1.0);
+  CHECK(g(11, 5) == 0.0);
+  CHECK(g(13, 194) == 1.0);
+  CHECK(g(13, 195) == 0.0);
+}
+
+TEST_CASE("grad through softmax and log_softmax", "[grad][rules]") {
+  auto x = random_array({3, 4}, 3, -2, 2), w = random_array({3, 4}, 4);
+  auto sm = [](auto const& x, auto const& w) { return zn::sum(zn::softmax(x) * w); };
+  auto sm0 = [](auto const& x, auto const& w) {
+    return zn::sum(zn::square(zn::softmax(x, 0) - w));
+  };
+  auto lsm = [](auto const& x, auto const& w) { return zn::sum(zn::log_softmax(x, 1) * w); };
+  check_grads(sm, x, w);
+  check_grads(sm0, x, w);
+  check_grads(lsm, x, w);
+  // A transposed input, and a matmul inside (a barrier below the barrier).
+  check_grads(
+      [](auto const& x, auto const& w) {
+        return zn::sum(zn::log_softmax(zn::transpose(x), 0) * zn::transpose(w));
+      },
+      x, w);
+  auto v = random_array({4, 2}, 5);
+  check_grads(
+      [](auto const& x, auto const& v) {
+        return zn::sum(zn::softmax(zn::matmul(x, v)) * zn::arange<double>(2.0));
+      },
+      x, v);
+  // Large inputs stay finite and exact (the rules read the stable forward output).
+  auto large = random_array({2, 5}, 6, 700, 720);
+  check_grads(lsm, large, random_array({2, 5}, 7));
+  check_grads(sm, large, random_array({2, 5}, 8));
+  // softmax is computed once: the value, its weighted sum, the seed, sum(ct * y) and the
+  // gradient.
+  auto bx = random_array({64, 100}, 9), bw = random_array({64, 100}, 10);
+  CHECK(grad_allocations(sm, bx, bw) == 5);
+}
+
+TEST_CASE("grad through prod, logsumexp, var and std", "[grad][rules]") {
+  auto x = random_array({3, 4}, 11, 0.5, 1.5), w = random_array({3}, 12);
+  check_grads([](auto const& x, auto const& w) { return zn::sum(zn::prod(x, 1) * w); }, x, w);
+  check_grads([](auto const& x) { return zn::prod(x * 1.1); }, x);  // rank-0 result
+  check_grads([](auto const& x) { return zn::sum(zn::sin(zn::prod(zn::transpose(x), 1, true))); },
+              x);
+  auto r0 = random_array({}, 13);
+  check_grads([](auto const& s) { return zn::prod(s) * zn::logsumexp(s * 3.0); }, r0);
+
+  // Zeros: row 0 has none, row 1 exactly one, row 2 two.
+  zn::array<double> z({3, 3}, {2, 3, 4, 5, 0, 7, 0, 6, 0});
+  auto f = [](auto const& z) { return zn::sum(zn::prod(z, 1) * zn::arange<double>(1.0, 4.0)); };
+  zn::array<double> gz = zn::grad(f)(z);
+  check_close(gz, numeric_grad(f, 0, z));
+  CHECK(gz(0, 0) == 12.0);
+  CHECK(gz(1, 1) == 2 * 35.0);  // the product of the others
+  CHECK(gz(1, 0) == 0.0);
+  for (int j = 0; j < 3; ++j) CHECK(gz(2, j) == 0.0);
+
+  auto y = random_array({3, 4}, 14, -3, 3), v = random_array({4}, 15);
+  check_grads([](auto const& y, auto const& v) { return zn::sum(zn::logsumexp(y, 0) * v); }, y, v);
+  check_grads([](auto const& y) { return zn::logsumexp(y); }, y);
+  check_grads([](auto const& y) { return zn::sum(zn::exp(zn::logsumexp(y, 1, true) - y)); }, y);
+  // Stable for large inputs: exp(x - lse), never exp(x) / sum(exp(x)).
+  auto big = random_array({2, 3}, 16, 800, 810);
+  check_grads([](auto const& y) { return zn::sum(zn::logsumexp(y, 1) * zn::arange<double>(2.0)); },
+              big);
+  zn::array<double> gb = zn::grad([](auto const& y) { return zn::logsumexp(y); })(big);
+  CHECK(zn::eval(zn::sum(gb)).item() == Approx(1.0).epsilon(1e-12));
+
+  check_grads([](auto const& y, auto const& v) { return zn::sum(zn::var(y, 0) * v); }, y, v);
+  check_grads([](auto const& y) { return zn::sum(zn::std(y, 1, true, 1) * y); }, y);
+  check_grads([](auto const& y) { return zn::std(zn::transpose(y)) + zn::var(y); }, y);
+}
+
+TEST_CASE("grad through concatenate and stack", "[grad][rules]") {
+  auto a = random_array({2, 3}, 17), b = random_array({2, 4}, 18), c = random_array({3, 2}, 19);
+  auto w = random_array({2, 7}, 20);
+  // Parts of one type (a std::vector), of several types (a std::tuple), transposed parts.
+  check_grads(
+      [](auto const& a, auto const& b, auto const& w) {
+        return zn::sum(zn::sin(zn::concatenate({a, b}, 1)) * w);
+      },
+      a, b, w);
+  check_grads(
+      [](auto const& a, auto const& b, auto const& c) {
+        return zn::sum(zn::square(zn::concatenate(std::tuple(zn::exp(a), b, zn::transpose(c)), -1) *
+                                  zn::arange<double>(10.0)));
+      },
+      a, b, c);
+  // The same array twice; stack along a middle axis; stack of rank-0 parts.
+  check_grads(
+      [](auto const& a) { return zn::sum(zn::cos(zn::concatenate(std::tuple(a, a * 2.0), 0))); },
+      a);
+  check_grads(
+      [](auto const& a, auto const& c) {
+        return zn::sum(zn::tanh(zn::stack(std::tuple(a, zn::transpose(c)), 1)) *
+                       zn::reshape(zn::arange<double>(4.0), {2, 2, 1}));
+      },
+      a, c);
+  check_grads(
+      [](auto const& a, auto const& b) {
+        return zn::sum(zn::stack(std::tuple(zn::sum(a), zn::max(b), zn::prod(a))) *
+                       zn::arange<double>(1.0, 4.0));
+      },
+      a, b);
+}
+
+TEST_CASE("grad through batched matmul", "[grad][rules]") {
+  auto loss = [](auto const& a, auto const& b) { return zn::sum(zn::sin(zn::matmul(a, b))); };
+  // Batched by shared, shared by batched, batch dimensions broadcast both ways.
+  check_grads(loss, random_array({2, 3, 4}, 21), random_array({4, 5}, 22));
+  check_grads(loss, random_array({3, 4}, 23), random_array({2, 4, 5}, 24));
+  check_grads(loss, random_array({2, 1, 3, 4}, 25), random_array({5, 4, 2}, 26));
+  check_grads(loss, random_array({1, 3, 3, 2}, 27), random_array({2, 1, 2, 2}, 28));
+  // Vectors on either side, and both (a rank-0 product).
+  check_grads(loss, random_array({4}, 29), random_array({2, 4, 5}, 30));
+  check_grads(loss, random_array({2, 3, 4}, 31), random_array({4}, 32));
+  check_grads(loss, random_array({4}, 33), random_array({4}, 34));
+  // Transposed (non-contiguous) batch operands.
+  check_grads(
+      [](auto const& a, auto const& b) {
+        return zn::sum(zn::sin(zn::matmul(zn::transpose(a, {0, 2, 1}), zn::transpose(b))));
+      },
+      random_array({2, 4, 3}, 35), random_array({5, 4}, 36));
+  check_grads(
+      [](auto const& a, auto const& b) {
+        return zn::sum(zn::tanh(zn::matmul(zn::transpose(a, {1, 0, 2}), b)));
+      },
+      random_array({3, 2, 4}, 37), random_array({2, 4, 2}, 38));
+  // A batched matmul of a shared weight: the value, the product, the seed, the product's
+  // cotangent and one GEMM for dW over all batches (nothing summed afterwards).
+  auto x = random_array({8, 16, 32}, 39), wt = random_array({32, 8}, 40);
+  auto lw = [](auto const& w, auto const& x) { return zn::sum(zn::square(zn::matmul(x, w))); };
+  CHECK(grad_allocations(lw, wt, x) == 5);
+  check_close(zn::grad(lw)(wt, x), numeric_grad(lw, 0, wt, x));
+}
+
+TEST_CASE("the reverse pass's own nodes differentiate", "[grad][rules]") {
+  // What a backward pass builds (so that it can be differentiated again): sum_to, pad (the
+  // adjoint of slice), fold_to (of a batched matmul operand) and shared (a cotangent read twice).
+  auto x = random_array({3, 4}, 41), y = random_array({2, 3, 2}, 42);
+  check_grads(
+      [](auto const& x) {
+        return zn::sum(zn::sin(zn::sum_to(x * x, zn::shape{1, 4})) * 3.0);
+      },
+      x);
+  check_grads(
+      [](auto const& x) {
+        zn::views::slice v =
+            zn::slice(zn::zeros<double>({5, 6}), {zn::range{1, 4}, zn::range{5, 0, -2}}).view;
+        return zn::sum(zn::exp(zn::pad_node(zn::sin(x) * x, zn::shape{5, 6}, v)));
+      },
+      random_array({3, 3}, 43));
+  check_grads(
+      [](auto const& y) {
+        return zn::sum(zn::cos(zn::fold_to_node(y * 2.0, zn::shape{3, 1}, zn::shape{3})));
+      },
+      y);
+  check_grads(
+      [](auto const& x) {
+        zn::shared_node s(zn::tanh(x));
+        return zn::sum(s * s + zn::softmax(s));
+      },
+      x);
+}
