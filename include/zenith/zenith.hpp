@@ -4,6 +4,7 @@
 // Layers (each uses only those below it): core/ -> expr/ -> backend/cpu/ -> autodiff/ ->
 // transforms/.
 #include "autodiff/backward.hpp"
+#include "autodiff/dual.hpp"
 #include "autodiff/sum_to.hpp"
 #include "autodiff/tape.hpp"
 #include "backend/cpu/concat.hpp"
@@ -26,6 +27,8 @@
 #include "expr/matmul.hpp"
 #include "expr/reduce.hpp"
 #include "expr/reshape.hpp"
+#include "expr/scalar_math.hpp"
 #include "expr/softmax.hpp"
 #include "expr/views.hpp"
 #include "transforms/grad.hpp"
+#include "transforms/jacobian.hpp"

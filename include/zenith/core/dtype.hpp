@@ -178,11 +178,47 @@ constexpr int rank_of() {
 }
 }  // namespace detail
 
+// User number types: types other than the elements that fixed-size tensors compute with, such
+// as the forward-mode derivative scalar zenith::dual<T, N> (autodiff/dual.hpp). A number type
+// specialises number_traits with
+//   using value_type = ...;        the number one level down (double for dual<double, 7>)
+//   static constexpr int depth;    how deeply it nests: 1 for dual<double, N>, 2 for a dual of
+//   duals
+template <class T>
+struct number_traits {};
+
+template <class T>
+concept user_number = requires {
+  typename number_traits<T>::value_type;
+  { number_traits<T>::depth } -> std::convertible_to<int>;
+};
+
+// 0 for plain numbers.
+template <class T>
+inline constexpr int number_depth = 0;
+template <user_number T>
+inline constexpr int number_depth<T> = number_traits<T>::depth;
+
+template <class A, class B>
+struct promote;
 template <element A, element B>
-struct promote {
+struct promote<A, B> {
   using type = std::conditional_t<(detail::rank_of<A>() >= detail::rank_of<B>()), A, B>;
 };
 template <element A>
+struct promote<A, A> {
+  using type = A;
+};
+// A user number meets a plain number (or a shallower user number, such as the value type of a
+// dual of duals) at itself: the other side is a constant and keeps its own representation in
+// arithmetic (a double times a dual scales the dual; it is never widened into one first).
+template <class A, class B>
+requires((user_number<A> || user_number<B>)&&!std::is_same_v<A, B>) struct promote<A, B> {
+  static_assert(number_depth<A> != number_depth<B>,
+                "zenith: two different number types of the same depth do not mix");
+  using type = std::conditional_t<(number_depth<A> > number_depth<B>), A, B>;
+};
+template <user_number A>
 struct promote<A, A> {
   using type = A;
 };
@@ -194,7 +230,7 @@ template <>
 struct promote<float16, bfloat16> {
   using type = float;
 };
-template <element A, element B>
+template <class A, class B>
 using promote_t = typename promote<A, B>::type;
 
 // A C++ scalar is weakly typed (JAX): it takes the array's type, except that a floating scalar

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "../core/tensor.hpp"
+#include "elementwise.hpp"
 #include "fixed_shape.hpp"
 #include "ops.hpp"
 
@@ -55,11 +56,14 @@ template <class T>
 using fixed_sum_t = std::conditional_t<std::is_same_v<T, bool>, std::int32_t, T>;
 template <class T>
 using fixed_float_t = std::conditional_t<element<T>, float_of_t<T>, T>;
+// Element types meet by promotion; a user number (a dual) with a plain number is the user
+// number (core/dtype.hpp).
 template <class A, class B>
 struct fixed_common {
   using type = std::common_type_t<A, B>;
 };
-template <element A, element B>
+template <class A, class B>
+requires requires { typename promote_t<A, B>; }
 struct fixed_common<A, B> {
   using type = promote_t<A, B>;
 };
@@ -321,12 +325,18 @@ ZENITH_FIXED_INLINE auto fixed_cross_impl(A const& a, B const& b) {
                     std::is_same_v<shape_of_t<B>, fixed_shape<3>>,
                 "zenith: cross takes two tensors of shape (3,)");
   using R = fixed_common_t<value_t<A>, value_t<B>>;
-  using C = compute_t<R>;
   decltype(auto) x = fixed_materialize(a);
   decltype(auto) y = fixed_materialize(b);
-  C const x0 = C(x.at(0)), x1 = C(x.at(1)), x2 = C(x.at(2));
-  C const y0 = C(y.at(0)), y1 = C(y.at(1)), y2 = C(y.at(2));
-  return tensor<R, 3>(R(x1 * y2 - x2 * y1), R(x2 * y0 - x0 * y2), R(x0 * y1 - x1 * y0));
+  if constexpr (user_number<R>) {  // a plain operand stays plain: it scales
+    auto const x0 = x.at(0), x1 = x.at(1), x2 = x.at(2);
+    auto const y0 = y.at(0), y1 = y.at(1), y2 = y.at(2);
+    return tensor<R, 3>(R(x1 * y2 - x2 * y1), R(x2 * y0 - x0 * y2), R(x0 * y1 - x1 * y0));
+  } else {
+    using C = compute_t<R>;
+    C const x0 = C(x.at(0)), x1 = C(x.at(1)), x2 = C(x.at(2));
+    C const y0 = C(y.at(0)), y1 = C(y.at(1)), y2 = C(y.at(2));
+    return tensor<R, 3>(R(x1 * y2 - x2 * y1), R(x2 * y0 - x0 * y2), R(x0 * y1 - x1 * y0));
+  }
 }
 
 template <class E>
@@ -413,5 +423,188 @@ ZENITH_FIXED_UNARY(norm, detail::fixed_norm_impl)
 
 #undef ZENITH_FIXED_UNARY
 #undef ZENITH_FIXED_BINARY
+
+// ---- Elementwise ops on fixed-size expressions of user numbers (dual numbers) ----
+//
+// The elementwise machinery of expr/elementwise.hpp converts every operand to one element type
+// first; for a tensor of duals and a tensor of doubles that would widen every double into a
+// dual. These overloads take over (their constraints subsume those of elementwise.hpp) when a
+// fixed-size operand holds user numbers, or a user number is mixed with a fixed-size
+// expression: the node keeps each operand in its own type and applies the op to the mixed
+// numbers (number_op, provided by the number type: a double times a dual scales the dual).
+
+namespace detail {
+
+// A constant inside a fixed-size expression of user numbers: a plain number or a user number,
+// in its own type.
+template <class S>
+struct fixed_constant : expr_base {
+  using value_type = S;
+  using static_shape = fixed_shape<>;
+  static constexpr bool fixed = true;
+  S value;
+  explicit fixed_constant(S v) : value(std::move(v)) {}
+  zenith::shape shape() const { return {}; }
+  ZENITH_FIXED_INLINE S const& at(std::size_t) const { return value; }
+  template <class F>
+  void for_each_array(F&&) const {}
+};
+
+// Op applied to numbers of possibly different types.
+template <class Op, class... X>
+ZENITH_FIXED_INLINE auto number_apply(X const&... x) {
+  if constexpr ((user_number<X> || ...)) {
+    return number_op(Op{}, x...);  // found by argument-dependent lookup on the number type
+  } else {
+    using C = std::common_type_t<X...>;
+    return Op::apply(static_cast<C>(x)...);
+  }
+}
+
+// Op on fixed-size children of mixed number types; the fixed-size evaluation protocol.
+template <class Op, class... Cs>
+struct number_map_node : expr_base {
+  static constexpr bool fixed = true;
+  using op_type = Op;
+  using static_shape = fixed_broadcast_t<typename Cs::static_shape...>;
+  using value_type =
+      std::remove_cvref_t<decltype(number_apply<Op>(std::declval<Cs const&>().at(0)...))>;
+
+  std::tuple<Cs...> children;
+
+  explicit number_map_node(Cs... cs) : children(std::move(cs)...) {}
+  zenith::shape shape() const { return static_shape::dynamic(); }
+  template <class F>
+  void for_each_array(F&&) const {}
+
+  ZENITH_FIXED_INLINE auto at(std::size_t i) const {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) ZENITH_FIXED_LAMBDA {
+      return number_apply<Op>(std::get<I>(children).at(
+          fixed_broadcast_index<typename Cs::static_shape, static_shape>(i))...);
+    }
+    (std::index_sequence_for<Cs...>{});
+  }
+
+  static constexpr bool fixed_scalar = static_shape::rank == 0;
+  operator value_type() const requires fixed_scalar {  // NOLINT: as a rank-0 tensor converts
+    return value_type(at(0));
+  }
+};
+
+template <class X>
+concept number_constant = !expression<X> && (scalar<X> || user_number<X>);
+
+template <class X>
+struct number_value {
+  using type = X;
+};
+template <expression X>
+struct number_value<X> {
+  using type = value_t<X>;
+};
+
+template <class X>
+concept fixed_number_operand = fixed_expression<X> || number_constant<std::remove_cvref_t<X>>;
+
+template <class X>
+inline constexpr bool holds_user_number =
+    user_number<typename number_value<std::remove_cvref_t<X>>::type>;
+
+// Operands for the nodes above: fixed-size expressions and constants, at least one expression,
+// and a user number among the element types.
+template <class... X>
+concept fixed_number_args = (fixed_number_operand<X> && ...) && (fixed_expression<X> || ...) &&
+                            (holds_user_number<X> || ...);
+
+template <class X>
+concept fixed_number_expression = fixed_expression<X> && user_number<value_t<X>>;
+
+template <class X>
+ZENITH_FIXED_INLINE auto to_number_node(X const& x) {
+  if constexpr (expression<X>)
+    return x;
+  else
+    return fixed_constant<X>(x);
+}
+
+template <class Op, class... X>
+ZENITH_FIXED_INLINE auto make_number_map(X const&... x) {
+  return number_map_node<Op, decltype(to_number_node(x))...>(to_number_node(x)...);
+}
+
+}  // namespace detail
+
+// An expression of user numbers with an arithmetic scalar or another expression (subsumes
+// elementwise.hpp's constraint, so it is chosen there), and a user number with a fixed-size
+// expression (elementwise.hpp takes no user numbers as scalars).
+#define ZENITH_FIXED_NUMBER_BINARY(NAME, OP)                                                       \
+  template <class A, class B>                                                                      \
+  requires binary_operands<A, B> && detail::fixed_number_args<A, B> ZENITH_FIXED_INLINE auto NAME( \
+      A&& a, B&& b) {                                                                              \
+    return detail::make_number_map<ops::OP>(std::as_const(a), std::as_const(b));                   \
+  }                                                                                                \
+  template <class A, class B>                                                                      \
+  requires detail::fixed_number_args<A, B> &&                                                      \
+      (user_number<std::remove_cvref_t<A>> ||                                                      \
+       user_number<std::remove_cvref_t<B>>)ZENITH_FIXED_INLINE auto                                \
+      NAME(A&& a, B&& b) {                                                                         \
+    return detail::make_number_map<ops::OP>(std::as_const(a), std::as_const(b));                   \
+  }
+ZENITH_FIXED_NUMBER_BINARY(operator+, add)
+ZENITH_FIXED_NUMBER_BINARY(operator-, sub)
+ZENITH_FIXED_NUMBER_BINARY(operator*, mul)
+ZENITH_FIXED_NUMBER_BINARY(operator/, div)
+ZENITH_FIXED_NUMBER_BINARY(add, add)
+ZENITH_FIXED_NUMBER_BINARY(subtract, sub)
+ZENITH_FIXED_NUMBER_BINARY(multiply, mul)
+ZENITH_FIXED_NUMBER_BINARY(divide, div)
+ZENITH_FIXED_NUMBER_BINARY(pow, pow)
+ZENITH_FIXED_NUMBER_BINARY(maximum, maximum)
+ZENITH_FIXED_NUMBER_BINARY(minimum, minimum)
+ZENITH_FIXED_NUMBER_BINARY(atan2, atan2)
+ZENITH_FIXED_NUMBER_BINARY(operator==, equal)
+ZENITH_FIXED_NUMBER_BINARY(operator!=, not_equal)
+ZENITH_FIXED_NUMBER_BINARY(operator<, less)
+ZENITH_FIXED_NUMBER_BINARY(operator<=, less_equal)
+ZENITH_FIXED_NUMBER_BINARY(operator>, greater)
+ZENITH_FIXED_NUMBER_BINARY(operator>=, greater_equal)
+ZENITH_FIXED_NUMBER_BINARY(equal, equal)
+ZENITH_FIXED_NUMBER_BINARY(not_equal, not_equal)
+ZENITH_FIXED_NUMBER_BINARY(less, less)
+ZENITH_FIXED_NUMBER_BINARY(less_equal, less_equal)
+ZENITH_FIXED_NUMBER_BINARY(greater, greater)
+ZENITH_FIXED_NUMBER_BINARY(greater_equal, greater_equal)
+#undef ZENITH_FIXED_NUMBER_BINARY
+
+#define ZENITH_FIXED_NUMBER_UNARY(NAME, OP)                                          \
+  template <expression E>                                                            \
+  requires detail::fixed_number_expression<E> ZENITH_FIXED_INLINE auto NAME(E&& e) { \
+    return detail::make_number_map<ops::OP>(std::as_const(e));                       \
+  }
+ZENITH_FIXED_NUMBER_UNARY(operator-, neg)
+ZENITH_FIXED_NUMBER_UNARY(abs, abs)
+ZENITH_FIXED_NUMBER_UNARY(sign, sign)
+ZENITH_FIXED_NUMBER_UNARY(exp, exp)
+ZENITH_FIXED_NUMBER_UNARY(log, log)
+ZENITH_FIXED_NUMBER_UNARY(log1p, log1p)
+ZENITH_FIXED_NUMBER_UNARY(expm1, expm1)
+ZENITH_FIXED_NUMBER_UNARY(sqrt, sqrt)
+ZENITH_FIXED_NUMBER_UNARY(rsqrt, rsqrt)
+ZENITH_FIXED_NUMBER_UNARY(square, square)
+ZENITH_FIXED_NUMBER_UNARY(sin, sin)
+ZENITH_FIXED_NUMBER_UNARY(cos, cos)
+ZENITH_FIXED_NUMBER_UNARY(tan, tan)
+ZENITH_FIXED_NUMBER_UNARY(tanh, tanh)
+ZENITH_FIXED_NUMBER_UNARY(sigmoid, sigmoid)
+ZENITH_FIXED_NUMBER_UNARY(relu, relu)
+ZENITH_FIXED_NUMBER_UNARY(gelu, gelu_tanh)
+ZENITH_FIXED_NUMBER_UNARY(gelu_tanh, gelu_tanh)
+ZENITH_FIXED_NUMBER_UNARY(gelu_erf, gelu_erf)
+ZENITH_FIXED_NUMBER_UNARY(erf, erf)
+ZENITH_FIXED_NUMBER_UNARY(floor, floor)
+ZENITH_FIXED_NUMBER_UNARY(ceil, ceil)
+ZENITH_FIXED_NUMBER_UNARY(round, round)
+ZENITH_FIXED_NUMBER_UNARY(reciprocal, reciprocal)
+#undef ZENITH_FIXED_NUMBER_UNARY
 
 }  // namespace zenith

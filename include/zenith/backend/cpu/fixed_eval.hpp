@@ -2,6 +2,9 @@
 // Evaluation of fixed-size expressions: every loop runs over compile-time bounds and is unrolled
 // (an index_sequence fold) up to fixed_unroll_limit iterations, so `r = sin(q) * 2.0 + q` on a
 // tensor<double, 3> compiles to three straight-line statements. Nothing here allocates.
+// Element types that are not built-in numbers (the dual numbers of autodiff/dual.hpp) take the
+// scalar unrolled paths: they bring their own (vectorised) arithmetic, and the vector folds
+// below are for float and double only.
 //
 // The fixed-size evaluation protocol: a node with `fixed == true` has `static_shape` and
 // `at(i)`, the value (in the compute type) at flat row-major index i of its static shape.
@@ -146,7 +149,9 @@ ZENITH_FIXED_INLINE void fixed_reduce(R* out, E const& e) {
       static_for<group>([&](auto g)
                             ZENITH_FIXED_LAMBDA { v[g] = C(e.at(Plan::members[o * group + g])); });
       fold_halves<Op, group>(v);
-      if constexpr (Mean)
+      if constexpr (Mean && user_number<C>)
+        out[o] = static_cast<R>(v[0] / double(group));  // scales: the count is a constant
+      else if constexpr (Mean)
         out[o] = static_cast<R>(v[0] / C(double(group)));
       else
         out[o] = static_cast<R>(v[0]);
@@ -163,18 +168,34 @@ ZENITH_FIXED_INLINE void fixed_permute(R* out, E const& e) {
 template <std::size_t M, std::size_t K, std::size_t N, class R, class A, class B>
 ZENITH_FIXED_INLINE void fixed_matmul(R* out, A const* a, B const* b) {
   using C = compute_t<R>;
-  static_for<M * N>([&](auto o) ZENITH_FIXED_LAMBDA {
-    std::size_t const i = o / N, j = o % N;
-    if constexpr (K == 0) {
-      out[o] = static_cast<R>(C(0));
-    } else {
-      C acc = C(compute_t<A>(a[i * K])) * C(compute_t<B>(b[j]));
-      static_for<K - 1>([&](auto k) ZENITH_FIXED_LAMBDA {
-        acc = acc + C(compute_t<A>(a[i * K + k + 1])) * C(compute_t<B>(b[(k + 1) * N + j]));
-      });
-      out[o] = static_cast<R>(acc);
-    }
-  });
+  if constexpr (user_number<R>) {
+    // User numbers (duals): each operand in its own type, so a plain matrix times a matrix of
+    // duals scales the duals instead of multiplying duals.
+    static_for<M * N>([&](auto o) ZENITH_FIXED_LAMBDA {
+      std::size_t const i = o / N, j = o % N;
+      if constexpr (K == 0) {
+        out[o] = R(0);
+      } else {
+        R acc = a[i * K] * b[j];
+        static_for<K - 1>(
+            [&](auto k) ZENITH_FIXED_LAMBDA { acc = acc + a[i * K + k + 1] * b[(k + 1) * N + j]; });
+        out[o] = acc;
+      }
+    });
+  } else {
+    static_for<M * N>([&](auto o) ZENITH_FIXED_LAMBDA {
+      std::size_t const i = o / N, j = o % N;
+      if constexpr (K == 0) {
+        out[o] = static_cast<R>(C(0));
+      } else {
+        C acc = C(compute_t<A>(a[i * K])) * C(compute_t<B>(b[j]));
+        static_for<K - 1>([&](auto k) ZENITH_FIXED_LAMBDA {
+          acc = acc + C(compute_t<A>(a[i * K + k + 1])) * C(compute_t<B>(b[(k + 1) * N + j]));
+        });
+        out[o] = static_cast<R>(acc);
+      }
+    });
+  }
 }
 
 }  // namespace detail

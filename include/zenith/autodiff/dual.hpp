@@ -1,0 +1,514 @@
+#pragma once
+// zenith::dual<T, N>: a forward-mode derivative scalar. A value and N tangent components, stored
+// inline (no heap), with arithmetic and scalar math that carry the tangents along:
+//
+//   zn::dual<double, 2> x = zn::dual<double, 2>::variable(0.5, 0);   // dx = (1, 0)
+//   zn::dual<double, 2> y = zn::dual<double, 2>::variable(2.0, 1);   // dy = (0, 1)
+//   auto f = zn::sin(x) * y + 3.0;     // f.value() = sin(.5) * 2 + 3, f.tangent(0) = cos(.5) * 2
+//
+// - A plain number (or, in a dual of duals, a dual one level down) is a constant: it is never
+//   widened into a dual first, so `dual * 2.0` scales the N + 1 numbers and `dual + 0.0` adds one.
+// - Comparisons compare values.
+// - The math functions (sin, exp, pow, atan2, ...) take their value and derivative from the op
+//   tags in expr/ops.hpp (`apply` and `partial<I>`): one op, one place. + - * / are written out.
+// - dual<dual<double, N>, N> (forward over forward) gives second derivatives; zenith::hessian
+//   uses it.
+// - zenith::tensor<dual<T, N>, M...> works with the fixed-size ops; jacfwd builds one.
+//
+// Storage: for float and double the tangent is padded to a whole vector (7 doubles take 8 lanes,
+// one AVX-512 register) and every tangent operation is one vector operation. The padding lanes
+// are zero and never read.
+#include <array>
+#include <cmath>
+#include <compare>
+#include <cstddef>
+#include <cstring>
+#include <ostream>
+#include <type_traits>
+#include <utility>
+
+#include "../core/dtype.hpp"
+#include "../core/tensor.hpp"       // ZENITH_FIXED_INLINE
+#include "../expr/elementwise.hpp"  // detail::apply_op, which the op tags' rules call
+#include "../expr/ops.hpp"
+
+namespace zenith {
+
+template <class T, std::size_t N>
+struct dual;
+
+template <class T>
+inline constexpr bool is_dual_v = false;
+template <class T, std::size_t N>
+inline constexpr bool is_dual_v<dual<T, N>> = true;
+
+template <class T, std::size_t N>
+struct number_traits<dual<T, N>> {
+  using value_type = T;
+  static constexpr int depth = 1 + number_depth<T>;
+};
+
+// A constant for dual type D: a plain number, or a number type shallower than D's value type
+// that converts to it (a double or a dual<double, N> inside a dual<dual<double, N>, N>).
+template <class S, class D>
+concept dual_constant = !std::is_same_v<S, D> && !expression<S> &&
+                        (scalar<S> || (user_number<S> && number_depth<S> < number_depth<D> &&
+                                       std::is_convertible_v<S const&, typename D::value_type>));
+
+namespace detail {
+
+// Tangent lanes for float and double: N rounded up to a power of two while that fits in 64
+// bytes, else to a multiple of 32 bytes, so that vector code needs no tail. N for other types.
+template <class T, std::size_t N>
+constexpr std::size_t dual_lanes() {
+  if constexpr (!std::is_floating_point_v<T> || N == 0) {
+    return N;
+  } else if constexpr (N * sizeof(T) <= 64) {
+    std::size_t p = 1;
+    while (p < N) p *= 2;
+    return p;
+  } else {
+    constexpr std::size_t w = 32 / sizeof(T);
+    return (N + w - 1) / w * w;
+  }
+}
+
+// The widest vector register of the target (as in backend/cpu/fixed_eval.hpp).
+inline constexpr std::size_t dual_vector_bytes =
+#if defined(__AVX512F__)
+    64;
+#elif defined(__AVX__)
+    32;
+#else
+    16;
+#endif
+
+// Tangent arithmetic on P lanes of T: GCC/Clang vector code for float and double, in chunks of
+// W lanes (the widest vector of the target that divides P), else a plain loop (nested duals,
+// whose lanes bring their own vector code).
+template <class T, std::size_t P>
+struct lanes {
+  using A = std::array<T, P>;
+  static constexpr std::size_t width = [] {
+    if constexpr (!std::is_floating_point_v<T>) {
+      return std::size_t(1);
+    } else {
+      std::size_t w = 1;
+      while (2 * w * sizeof(T) <= dual_vector_bytes && P % (2 * w) == 0) w *= 2;
+      return w;
+    }
+  }();
+#if defined(__GNUC__) || defined(__clang__)
+  static constexpr bool vector = width >= 2;
+#else
+  static constexpr bool vector = false;
+#endif
+
+  // r[k] = f(a[k]) and r[k] = f(a[k], b[k]), vectorised when `vector`.
+  template <class F, class... In>
+  ZENITH_FIXED_INLINE static A map(F f, In const&... in) {
+    A r;
+    if constexpr (vector) {
+      typedef T vec __attribute__((vector_size(width * sizeof(T))));
+      [&]<std::size_t... C>(std::index_sequence<C...>) ZENITH_FIXED_LAMBDA {
+        auto chunk = [&](std::size_t c) ZENITH_FIXED_LAMBDA {
+          auto load = [&](A const& x) ZENITH_FIXED_LAMBDA {
+            vec v;
+            std::memcpy(&v, x.data() + c * width, sizeof(vec));
+            return v;
+          };
+          vec y = f(load(in)...);
+          std::memcpy(r.data() + c * width, &y, sizeof(vec));
+        };
+        (chunk(C), ...);
+      }
+      (std::make_index_sequence<P / width>{});
+    } else {
+      for (std::size_t k = 0; k < P; ++k) r[k] = f(in[k]...);
+    }
+    return r;
+  }
+};
+
+// The value of a dual, a constant as it is.
+template <class X>
+ZENITH_FIXED_INLINE constexpr decltype(auto) primal(X const& x) {
+  if constexpr (is_dual_v<X>)
+    return (x.v);
+  else
+    return (x);
+}
+
+// The floating type at the bottom of a (nested) dual.
+template <class T>
+struct dual_base {
+  using type = T;
+};
+template <class T, std::size_t N>
+struct dual_base<dual<T, N>> {
+  using type = typename dual_base<T>::type;
+};
+
+// A constant (or a derivative factor) as it multiplies the lanes of dual D: converted to the
+// value type for first-order duals of float / double; a plain number in a dual of duals stays
+// a plain number (of the base type), so it scales rather than multiplies as a dual.
+template <class D, class S>
+ZENITH_FIXED_INLINE constexpr auto constant_as(S const& c) {
+  using T = typename D::value_type;
+  if constexpr (std::is_floating_point_v<T>)
+    return static_cast<T>(c);
+  else if constexpr (scalar<S>)
+    return static_cast<typename dual_base<T>::type>(c);
+  else
+    return static_cast<T>(c);
+}
+
+}  // namespace detail
+
+template <class T, std::size_t N>
+struct dual {
+  static_assert(std::is_floating_point_v<T> || user_number<T>,
+                "zenith: dual<T, N> needs a floating-point T (or a dual, for higher order)");
+  using value_type = T;
+  static constexpr std::size_t tangents = N;
+  static constexpr std::size_t lane_count = detail::dual_lanes<T, N>();
+  using lane_array = std::array<T, lane_count>;
+
+  T v{};           // the value
+  lane_array d{};  // the tangent: d[0], ..., d[N - 1]; lanes from N on are padding (zero)
+
+  constexpr dual() = default;
+  // A constant: zero tangent. Implicit, so that `tensor<dual, 4, 4>{c, -s, 0, a, ...}` and
+  // `dual x = 1.0` read as they do for double.
+  template <dual_constant<dual> S>
+  constexpr dual(S const& c) : v(static_cast<T>(c)) {}  // NOLINT
+  constexpr dual(T const& value, std::array<T, N> const& tangent) : v(value) {
+    for (std::size_t k = 0; k < N; ++k) d[k] = tangent[k];
+  }
+  // The k-th input variable: value x, tangent the k-th unit vector.
+  static constexpr dual variable(T const& x, std::size_t k) {
+    dual r(x);
+    r.d[k] = T(1);
+    return r;
+  }
+
+  constexpr T const& value() const { return v; }
+  constexpr T const& tangent(std::size_t k) const { return d[k]; }
+  constexpr T& tangent(std::size_t k) { return d[k]; }
+
+  template <class U>
+  ZENITH_FIXED_INLINE dual& operator+=(U const& o) {
+    return *this = *this + o;
+  }
+  template <class U>
+  ZENITH_FIXED_INLINE dual& operator-=(U const& o) {
+    return *this = *this - o;
+  }
+  template <class U>
+  ZENITH_FIXED_INLINE dual& operator*=(U const& o) {
+    return *this = *this * o;
+  }
+  template <class U>
+  ZENITH_FIXED_INLINE dual& operator/=(U const& o) {
+    return *this = *this / o;
+  }
+};
+
+namespace detail {
+
+template <class D>
+using dual_lanes_t = lanes<typename D::value_type, D::lane_count>;
+
+// a.d scaled by p, the derivative of the result with respect to a. A plain-number p (add's
+// constant 1, sqrt's 0.5 / y of a first-order dual) stays plain: it scales.
+template <class D, class P>
+ZENITH_FIXED_INLINE typename D::lane_array scale_lanes(P const& p,
+                                                       typename D::lane_array const& a) {
+  auto const s = constant_as<D>(p);
+  return dual_lanes_t<D>::map([&](auto const& x) ZENITH_FIXED_LAMBDA { return s * x; }, a);
+}
+// pa * a + pb * b.
+template <class D, class PA, class PB>
+ZENITH_FIXED_INLINE typename D::lane_array axpby_lanes(PA const& pa,
+                                                       typename D::lane_array const& a,
+                                                       PB const& pb,
+                                                       typename D::lane_array const& b) {
+  auto const sa = constant_as<D>(pa);
+  auto const sb = constant_as<D>(pb);
+  return dual_lanes_t<D>::map(
+      [&](auto const& x, auto const& y) ZENITH_FIXED_LAMBDA { return sa * x + sb * y; }, a, b);
+}
+
+template <class Op>
+constexpr bool dual_piecewise_constant() {
+  if constexpr (requires { Op::piecewise_constant; })
+    return Op::piecewise_constant;
+  else
+    return false;
+}
+
+// A unary op on a dual, from its tag: value Op::apply(x), tangent partial<0> * dx.
+template <class Op, class T, std::size_t N>
+ZENITH_FIXED_INLINE dual<T, N> dual_unary(dual<T, N> const& x) {
+  using D = dual<T, N>;
+  if constexpr (dual_piecewise_constant<Op>()) {
+    return D(T(Op::apply(x.v)));
+  } else {
+    D r;
+    r.v = Op::apply(x.v);
+    r.d = scale_lanes<D>(Op::template partial<0>(r.v, x.v), x.d);
+    return r;
+  }
+}
+
+// A binary op on a dual and a dual or constant, from its tag. The constant is converted to the
+// value type for apply / partial (a no-op for first-order duals of double); only the operands
+// that are duals contribute tangents.
+template <class Op, class D, class A, class B>
+ZENITH_FIXED_INLINE D dual_binary(A const& a, B const& b) {
+  using T = typename D::value_type;
+  T const av = static_cast<T>(primal(a));
+  T const bv = static_cast<T>(primal(b));
+  if constexpr (dual_piecewise_constant<Op>()) {
+    return D(T(Op::apply(av, bv)));
+  } else {
+    D r;
+    r.v = Op::apply(av, bv);
+    if constexpr (std::is_same_v<A, B>)
+      r.d = axpby_lanes<D>(Op::template partial<0>(r.v, av, bv), a.d,
+                           Op::template partial<1>(r.v, av, bv), b.d);
+    else if constexpr (std::is_same_v<A, D>)
+      r.d = scale_lanes<D>(Op::template partial<0>(r.v, av, bv), a.d);
+    else
+      r.d = scale_lanes<D>(Op::template partial<1>(r.v, av, bv), b.d);
+    return r;
+  }
+}
+
+}  // namespace detail
+
+// Operands of a binary dual operation: two equal duals, or a dual and one of its constants.
+template <class A, class B>
+concept dual_operands = (is_dual_v<A> && is_dual_v<B> && std::is_same_v<A, B>) ||
+                        (is_dual_v<A> && dual_constant<B, A>) ||
+                        (is_dual_v<B> && dual_constant<A, B>);
+
+// ---- arithmetic (written out: these are the hot path) ----
+
+template <class T, std::size_t N>
+ZENITH_FIXED_INLINE constexpr dual<T, N> operator+(dual<T, N> const& a) {
+  return a;
+}
+template <class T, std::size_t N>
+ZENITH_FIXED_INLINE dual<T, N> operator-(dual<T, N> const& a) {
+  dual<T, N> r;
+  r.v = -a.v;
+  r.d = detail::dual_lanes_t<dual<T, N>>::map([](auto const& x) ZENITH_FIXED_LAMBDA { return -x; },
+                                              a.d);
+  return r;
+}
+
+template <class A, class B>
+requires dual_operands<A, B> ZENITH_FIXED_INLINE auto operator+(A const& a, B const& b) {
+  using D = promote_t<A, B>;
+  D r;
+  if constexpr (std::is_same_v<A, B>)
+    r.v = a.v + b.v;
+  else if constexpr (std::is_same_v<A, D>)
+    r.v = a.v + detail::constant_as<D>(b);
+  else
+    r.v = detail::constant_as<D>(a) + b.v;
+  if constexpr (std::is_same_v<A, B>)
+    r.d = detail::dual_lanes_t<D>::map(
+        [](auto const& x, auto const& y) ZENITH_FIXED_LAMBDA { return x + y; }, a.d, b.d);
+  else if constexpr (std::is_same_v<A, D>)
+    r.d = a.d;
+  else
+    r.d = b.d;
+  return r;
+}
+
+template <class A, class B>
+requires dual_operands<A, B> ZENITH_FIXED_INLINE auto operator-(A const& a, B const& b) {
+  using D = promote_t<A, B>;
+  D r;
+  if constexpr (std::is_same_v<A, B>)
+    r.v = a.v - b.v;
+  else if constexpr (std::is_same_v<A, D>)
+    r.v = a.v - detail::constant_as<D>(b);
+  else
+    r.v = detail::constant_as<D>(a) - b.v;
+  if constexpr (std::is_same_v<A, B>)
+    r.d = detail::dual_lanes_t<D>::map(
+        [](auto const& x, auto const& y) ZENITH_FIXED_LAMBDA { return x - y; }, a.d, b.d);
+  else if constexpr (std::is_same_v<A, D>)
+    r.d = a.d;
+  else
+    r.d = detail::dual_lanes_t<D>::map([](auto const& y) ZENITH_FIXED_LAMBDA { return -y; }, b.d);
+  return r;
+}
+
+template <class A, class B>
+requires dual_operands<A, B> ZENITH_FIXED_INLINE auto operator*(A const& a, B const& b) {
+  using D = promote_t<A, B>;
+  D r;
+  if constexpr (std::is_same_v<A, B>) {
+    r.v = a.v * b.v;
+    auto const& av = a.v;
+    auto const& bv = b.v;
+    r.d = detail::dual_lanes_t<D>::map([&](auto const& x, auto const& y)
+                                           ZENITH_FIXED_LAMBDA { return bv * x + av * y; },
+                                       a.d, b.d);
+  } else if constexpr (std::is_same_v<A, D>) {
+    auto const c = detail::constant_as<D>(b);
+    r.v = a.v * c;
+    r.d =
+        detail::dual_lanes_t<D>::map([&](auto const& x) ZENITH_FIXED_LAMBDA { return x * c; }, a.d);
+  } else {
+    auto const c = detail::constant_as<D>(a);
+    r.v = c * b.v;
+    r.d =
+        detail::dual_lanes_t<D>::map([&](auto const& y) ZENITH_FIXED_LAMBDA { return c * y; }, b.d);
+  }
+  return r;
+}
+
+template <class A, class B>
+requires dual_operands<A, B> ZENITH_FIXED_INLINE auto operator/(A const& a, B const& b) {
+  using D = promote_t<A, B>;
+  using T = typename D::value_type;
+  D r;
+  if constexpr (std::is_same_v<A, B>) {
+    // (a / b)' = (a' - (a / b) b') / b
+    r.v = a.v / b.v;
+    T const inv = T(1) / b.v;
+    T const q = -(r.v * inv);
+    r.d = detail::dual_lanes_t<D>::map([&](auto const& x, auto const& y)
+                                           ZENITH_FIXED_LAMBDA { return x * inv + q * y; },
+                                       a.d, b.d);
+  } else if constexpr (std::is_same_v<A, D>) {
+    auto const c = detail::constant_as<D>(b);
+    using C = std::remove_const_t<decltype(c)>;
+    r.v = a.v / c;
+    C const inv = C(1) / c;
+    r.d = detail::dual_lanes_t<D>::map([&](auto const& x) ZENITH_FIXED_LAMBDA { return x * inv; },
+                                       a.d);
+  } else {
+    // (c / b)' = -(c / b) b' / b
+    r.v = detail::constant_as<D>(a) / b.v;
+    T const q = -(r.v / b.v);
+    r.d =
+        detail::dual_lanes_t<D>::map([&](auto const& y) ZENITH_FIXED_LAMBDA { return q * y; }, b.d);
+  }
+  return r;
+}
+
+// ---- comparisons: on values ----
+
+template <class A, class B>
+requires dual_operands<A, B> ZENITH_FIXED_INLINE constexpr bool operator==(A const& a, B const& b) {
+  return detail::primal(a) == detail::primal(b);
+}
+template <class A, class B>
+requires dual_operands<A, B> ZENITH_FIXED_INLINE constexpr auto operator<=>(A const& a,
+                                                                            B const& b) {
+  return detail::primal(a) <=> detail::primal(b);
+}
+
+// ---- math: value and derivative from the op tags ----
+
+#define ZENITH_DUAL_UNARY(NAME, OP)                          \
+  template <class T, std::size_t N>                          \
+  ZENITH_FIXED_INLINE dual<T, N> NAME(dual<T, N> const& x) { \
+    return detail::dual_unary<ops::OP>(x);                   \
+  }
+ZENITH_DUAL_UNARY(abs, abs)
+ZENITH_DUAL_UNARY(sign, sign)
+ZENITH_DUAL_UNARY(exp, exp)
+ZENITH_DUAL_UNARY(log, log)
+ZENITH_DUAL_UNARY(log1p, log1p)
+ZENITH_DUAL_UNARY(expm1, expm1)
+ZENITH_DUAL_UNARY(sqrt, sqrt)
+ZENITH_DUAL_UNARY(rsqrt, rsqrt)
+ZENITH_DUAL_UNARY(square, square)
+ZENITH_DUAL_UNARY(sin, sin)
+ZENITH_DUAL_UNARY(cos, cos)
+ZENITH_DUAL_UNARY(tan, tan)
+ZENITH_DUAL_UNARY(tanh, tanh)
+ZENITH_DUAL_UNARY(sigmoid, sigmoid)
+ZENITH_DUAL_UNARY(relu, relu)
+ZENITH_DUAL_UNARY(gelu, gelu_tanh)
+ZENITH_DUAL_UNARY(gelu_tanh, gelu_tanh)
+ZENITH_DUAL_UNARY(gelu_erf, gelu_erf)
+ZENITH_DUAL_UNARY(erf, erf)
+ZENITH_DUAL_UNARY(floor, floor)
+ZENITH_DUAL_UNARY(ceil, ceil)
+ZENITH_DUAL_UNARY(round, round)
+ZENITH_DUAL_UNARY(reciprocal, reciprocal)
+#undef ZENITH_DUAL_UNARY
+
+#define ZENITH_DUAL_BINARY(NAME, OP)                                                   \
+  template <class A, class B>                                                          \
+  requires dual_operands<A, B> ZENITH_FIXED_INLINE auto NAME(A const& a, B const& b) { \
+    return detail::dual_binary<ops::OP, promote_t<A, B>>(a, b);                        \
+  }
+ZENITH_DUAL_BINARY(pow, pow)
+ZENITH_DUAL_BINARY(atan2, atan2)
+ZENITH_DUAL_BINARY(maximum, maximum)
+ZENITH_DUAL_BINARY(minimum, minimum)
+#undef ZENITH_DUAL_BINARY
+
+// The value of a dual (of a dual of duals: the innermost value); a plain number as it is.
+template <class X>
+constexpr auto value_of(X const& x) {
+  if constexpr (is_dual_v<X>)
+    return value_of(x.v);
+  else
+    return x;
+}
+
+template <class T, std::size_t N>
+std::ostream& operator<<(std::ostream& os, dual<T, N> const& x) {
+  os << x.v << " + [";
+  for (std::size_t k = 0; k < N; ++k) os << (k ? ", " : "") << x.d[k];
+  return os << "]e";
+}
+
+// The hook the fixed-size elementwise nodes (expr/fixed_ops.hpp) call for an op whose operands
+// include a dual: the operators for + - * / and comparisons, the functions above otherwise.
+template <class Op, class... X>
+requires(is_dual_v<X> || ...) ZENITH_FIXED_INLINE auto number_op(Op, X const&... x) {
+  if constexpr (std::is_same_v<Op, ops::add>)
+    return (x + ...);
+  else if constexpr (std::is_same_v<Op, ops::sub>)
+    return (x - ...);
+  else if constexpr (std::is_same_v<Op, ops::mul>)
+    return (x * ...);
+  else if constexpr (std::is_same_v<Op, ops::div>)
+    return (x / ...);
+  else if constexpr (std::is_same_v<Op, ops::equal>)
+    return (x == ...);
+  else if constexpr (std::is_same_v<Op, ops::not_equal>)
+    return (x != ...);
+  else if constexpr (std::is_same_v<Op, ops::less>)
+    return (x < ...);
+  else if constexpr (std::is_same_v<Op, ops::less_equal>)
+    return (x <= ...);
+  else if constexpr (std::is_same_v<Op, ops::greater>)
+    return (x > ...);
+  else if constexpr (std::is_same_v<Op, ops::greater_equal>)
+    return (x >= ...);
+  else if constexpr (sizeof...(X) == 1 && std::is_same_v<Op, ops::neg>)
+    return [](auto const& a) ZENITH_FIXED_LAMBDA { return -a; }(x...);
+  else if constexpr (sizeof...(X) == 1)
+    return detail::dual_unary<Op>(x...);
+  else if constexpr (sizeof...(X) == 2)
+    return [](auto const& a, auto const& b) ZENITH_FIXED_LAMBDA {
+      return detail::dual_binary<
+          Op, promote_t<std::remove_cvref_t<decltype(a)>, std::remove_cvref_t<decltype(b)>>>(a, b);
+    }(x...);
+  else
+    static_assert(sizeof...(X) <= 2, "zenith: this op has no dual-number rule");
+}
+
+}  // namespace zenith
