@@ -5,6 +5,7 @@
 // transforms/.
 #include "autodiff/backward.hpp"
 #include "autodiff/dual.hpp"
+#include "autodiff/forward.hpp"
 #include "autodiff/sum_to.hpp"
 #include "autodiff/tape.hpp"
 #include "backend/cpu/concat.hpp"
@@ -32,3 +33,4 @@
 #include "expr/views.hpp"
 #include "transforms/grad.hpp"
 #include "transforms/jacobian.hpp"
+#include "transforms/jvp.hpp"

@@ -8,48 +8,15 @@
 #include <vector>
 #include <zenith/zenith.hpp>
 
-namespace zn = zenith;
+#include "finite_differences.hpp"
 
 namespace {
 
-zn::array<double> random_array(zn::shape s, unsigned seed, double lo = -1, double hi = 1) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  auto a = zn::array<double>::empty(s);
-  for (std::size_t i = 0; i < a.size(); ++i) a.data()[i] = d(gen);
-  return a;
-}
+using fd::random_array;
 
-// d f / d args[which], by central differences on each element (f returns a scalar expression).
-template <class F, class... Args>
-zn::array<double> numeric_grad(F const& f, std::size_t which, Args const&... args) {
-  std::array<zn::array<double>, sizeof...(Args)> xs{zn::copy_from(args.data(), args.shape())...};
-  auto value = [&] {
-    return [&]<std::size_t... K>(std::index_sequence<K...>) { return zn::eval(f(xs[K]...)).item(); }
-    (std::index_sequence_for<Args...>{});
-  };
-  zn::array<double>& x = xs[which];
-  auto g = zn::zeros<double>(x.shape());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    double v = x.data()[i], h = 1e-6 * std::max(1.0, std::abs(v));
-    x.data()[i] = v + h;
-    double up = value();
-    x.data()[i] = v - h;
-    double down = value();
-    x.data()[i] = v;
-    g.data()[i] = (up - down) / (2 * h);
-  }
-  return g;
-}
+using fd::numeric_grad;
 
-void check_close(zn::array<double> const& got, zn::array<double> const& want) {
-  REQUIRE(got.shape() == want.shape());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i << ": grad " << got.data()[i] << ", finite difference " << want.data()[i]);
-    CHECK(std::abs(got.data()[i] - want.data()[i]) <=
-          1e-6 * std::max(1.0, std::abs(want.data()[i])));
-  }
-}
+using fd::check_close;
 
 template <class F>
 void check_unary(F const& f, zn::array<double> const& x) {

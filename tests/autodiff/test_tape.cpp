@@ -10,17 +10,11 @@
 #include <vector>
 #include <zenith/zenith.hpp>
 
-namespace zn = zenith;
+#include "finite_differences.hpp"
 
 namespace {
 
-zn::array<double> random_array(zn::shape s, unsigned seed, double lo = -1, double hi = 1) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  auto a = zn::array<double>::empty(s);
-  for (std::size_t i = 0; i < a.size(); ++i) a.data()[i] = d(gen);
-  return a;
-}
+using fd::random_array;
 
 // A deep copy of a tree (the arrays are handles; finite differences perturb the copy).
 template <class Tree>
@@ -52,14 +46,7 @@ std::vector<zn::array<double>> numeric_tree_grad(F const& f, Tree const& tree) {
   return out;
 }
 
-void check_close(zn::array<double> const& got, zn::array<double> const& want, double tol = 1e-6) {
-  REQUIRE(got.shape() == want.shape());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i << ": grad " << got.data()[i] << ", finite difference " << want.data()[i]);
-    CHECK(std::abs(got.data()[i] - want.data()[i]) <=
-          tol * std::max(1.0, std::abs(want.data()[i])));
-  }
-}
+using fd::check_close;
 
 // Every leaf of a gradient tree against finite differences of f at tree.
 template <class F, class Tree>

@@ -203,34 +203,42 @@ requires(std::is_same_v<Op, ops::reduce_max> ||
 // prod: d/dx_i = the product of the others. With no zero in a group that is prod / x_i; with
 // exactly one zero it is the product of the non-zeros at the zero and 0 elsewhere; with more
 // zeros it is 0 everywhere. The groups' zero counts and non-zero products are computed only
-// when the forward result has a zero (or NaN).
+// when the forward result has a zero (or NaN). Forward mode (autodiff/forward.hpp) shares it.
+namespace detail {
+template <class C>
+auto prod_partial(reduce_node<ops::reduce_prod, C> const& e, array<value_t<C>> const* value) {
+  using T = value_t<C>;
+  array<T> p = kept_value(e, value);
+  bool plain = true;
+  for (std::size_t i = 0; i < p.size(); ++i)
+    plain = plain && p.data()[i] == p.data()[i] && p.data()[i] != T(0);
+  array<T> zeros_in, nonzero_prod;  // per group, kept shape
+  if (plain) {
+    zeros_in = zeros<T>(zenith::shape{});  // no x is 0 (else p would be 0 or NaN)
+    nonzero_prod = p;
+  } else {
+    auto is_zero = zenith::detail::as_number<C>(e.child == T(0));
+    zeros_in = zenith::detail::evaluate_untraced<T>(
+        reduce_node<ops::reduce_sum, decltype(is_zero)>(is_zero, e.axes, true));
+    auto nonzero = where(e.child == T(0), T(1), e.child);
+    nonzero_prod = zenith::detail::evaluate_untraced<T>(
+        reduce_node<ops::reduce_prod, decltype(nonzero)>(nonzero, e.axes, true));
+  }
+  return where(e.child == T(0), where(zeros_in == T(1), nonzero_prod, T(0)),
+               where(zeros_in == T(0), nonzero_prod / e.child, T(0)));
+}
+}  // namespace detail
+
 template <class C>
 struct reverse<reduce_node<ops::reduce_prod, C>> {
   using T = value_t<C>;
   template <class G, class Sink>
   static void run(reduce_node<ops::reduce_prod, C> const& e, G const& ct, Sink& sink,
                   array<T> const* value = nullptr) {
-    if constexpr (detail::differentiable_v<C>) {
-      array<T> p = detail::kept_value(e, value);
-      bool plain = true;
-      for (std::size_t i = 0; i < p.size(); ++i)
-        plain = plain && p.data()[i] == p.data()[i] && p.data()[i] != T(0);
-      array<T> zeros_in, nonzero_prod;  // per group, kept shape
-      if (plain) {
-        zeros_in = zeros<T>(zenith::shape{});  // no x is 0 (else p would be 0 or NaN)
-        nonzero_prod = p;
-      } else {
-        auto is_zero = zenith::detail::as_number<C>(e.child == T(0));
-        zeros_in = zenith::detail::evaluate_untraced<T>(
-            reduce_node<ops::reduce_sum, decltype(is_zero)>(is_zero, e.axes, true));
-        auto nonzero = where(e.child == T(0), T(1), e.child);
-        nonzero_prod = zenith::detail::evaluate_untraced<T>(
-            reduce_node<ops::reduce_prod, decltype(nonzero)>(nonzero, e.axes, true));
-      }
-      auto local = where(e.child == T(0), where(zeros_in == T(1), nonzero_prod, T(0)),
-                         where(zeros_in == T(0), nonzero_prod / e.child, T(0)));
-      backward(e.child, zenith::detail::convert<T>(detail::spread(e, ct) * local), sink);
-    }
+    if constexpr (detail::differentiable_v<C>)
+      backward(e.child,
+               zenith::detail::convert<T>(detail::spread(e, ct) * detail::prod_partial(e, value)),
+               sink);
   }
 };
 

@@ -22,6 +22,7 @@
 #include "../backend/cpu/evaluate.hpp"
 #include "../core/trace.hpp"
 #include "backward.hpp"
+#include "forward.hpp"
 #include "memoize.hpp"
 
 namespace zenith::autodiff {
@@ -114,6 +115,19 @@ array<T> record_materialization(E const& e) {
     return evaluate_fresh<T>(e);  // no gradient flows through integers or masks
   } else {
     auto x = convert<T>(e);
+    if (t->forward) {
+      // Forward mode: the value and its tangent, computed now; nothing to keep.
+      auto m = autodiff::memoize(x);
+      array<T> value = [&] {
+        if constexpr (requires { m.value; })
+          return m.value;
+        else
+          return evaluate_fresh<T>(m);
+      }();
+      t->forward->set(value.storage(), evaluate_untraced<T>(autodiff::tangent_of(m, *t->forward)));
+      t->traced.insert(value.storage().get());
+      return value;
+    }
     using M = autodiff::memoized_t<decltype(x)>;
     auto entry = std::make_unique<recorded_expression<T, M>>(autodiff::memoize(x));
     array<T> value = [&] {

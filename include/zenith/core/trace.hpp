@@ -17,7 +17,8 @@
 
 namespace zenith::autodiff {
 class cotangents;  // autodiff/tape.hpp
-}
+class tangents;    // autodiff/forward.hpp
+}  // namespace zenith::autodiff
 
 namespace zenith::detail {
 
@@ -32,7 +33,8 @@ struct tape_entry {
 struct trace_state {
   std::string transform;  // "grad", for messages
   std::unordered_set<buffer const*> traced;
-  std::vector<std::unique_ptr<tape_entry>> tape;  // in recording order
+  std::vector<std::unique_ptr<tape_entry>> tape;  // in recording order (reverse mode)
+  autodiff::tangents* forward = nullptr;          // forward mode (jvp): tangents, no tape
 
   bool reads_traced(buffer const* b) const { return traced.count(b) != 0; }
 };

@@ -1,0 +1,284 @@
+#pragma once
+// Forward mode over an expression type: tangent_of(e, ts) is the tangent of e (an expression of
+// e's shape) given the tangents of the arrays it reads, built down the type as the reverse pass
+// is (autodiff/backward.hpp) and evaluated in one fused pass. Elementwise ops take their rule from
+// the same partial<I> on their tags: the tangent is the sum of partial_I * tangent(child_I).
+// An array with no tangent (not traced by jvp) contributes zero.
+//
+// Runtime code (materialized intermediates) is handled eagerly: under jvp each materialization
+// computes its tangent at once (autodiff/tape.hpp), so forward mode needs no tape.
+#include <cstddef>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "../backend/cpu/evaluate.hpp"
+#include "../core/creation.hpp"
+#include "../core/trace.hpp"
+#include "backward.hpp"
+#include "memoize.hpp"
+
+namespace zenith::autodiff {
+
+// The tangent of each traced buffer (one map per floating element type). Holds the buffers, so
+// their identities stay unique while the tangents are in use.
+class tangents {
+ public:
+  template <class T>
+  array<T> const* find(buffer const* b) const {
+    auto const& m = std::get<map<T>>(maps_);
+    auto it = m.find(b);
+    return it == m.end() ? nullptr : &it->second;
+  }
+  template <class T>
+  void set(std::shared_ptr<buffer> const& b, array<T> t) {
+    std::get<map<T>>(maps_).insert_or_assign(b.get(), std::move(t));
+    held_.push_back(b);
+  }
+
+ private:
+  template <class T>
+  using map = std::unordered_map<buffer const*, array<T>>;
+  std::tuple<map<float>, map<double>, map<bfloat16>, map<float16>> maps_;
+  std::vector<std::shared_ptr<buffer>> held_;
+};
+
+// forward<E>::run(e, ts): the tangent of node type E. Like reverse<E>, a node with no rule fails
+// to compile with a message saying so.
+template <class E>
+struct forward {
+  static_assert(sizeof(E) == 0,
+                "zenith autodiff: this expression node has no forward-mode rule yet");
+};
+
+namespace detail {
+// A zero tangent shaped like e, as a stride-0 view of one zero.
+template <class E>
+auto zero_tangent(E const& e) {
+  using T = value_t<E>;
+  return broadcast_to(zeros<T>(zenith::shape{}), e.shape());
+}
+}  // namespace detail
+
+template <class E>
+auto tangent_of(E const& e, tangents const& ts) {
+  if constexpr (E::fixed || !detail::differentiable_v<E>)
+    return detail::zero_tangent(e);  // tensors, scalars, integers: constants here
+  else
+    return forward<E>::run(e, ts);
+}
+
+// Leaves: an array's tangent, or zero. Both are the same expression type.
+template <element T>
+struct forward<array<T>> {
+  static auto run(array<T> const& a, tangents const& ts) {
+    if (array<T> const* t = ts.find<T>(a.storage().get())) return broadcast_to(*t, a.shape());
+    return detail::zero_tangent(a);
+  }
+};
+
+template <class B>
+struct forward<memo_node<B>> {
+  static auto run(memo_node<B> const& e, tangents const& ts) {
+    if constexpr (requires { forward<B>::run(e.node, ts, &e.value); })
+      return forward<B>::run(e.node, ts, &e.value);
+    else
+      return forward<B>::run(e.node, ts);
+  }
+};
+
+// Elementwise: sum over operands of partial<I> * tangent(operand I).
+template <class Op, class... Cs>
+struct forward<map_node<Op, Cs...>> {
+  using E = map_node<Op, Cs...>;
+  using T = value_t<E>;
+
+  static auto run(E const& e, tangents const& ts) {
+    if constexpr (requires { Op::piecewise_constant; }) {
+      return detail::zero_tangent(e);
+    } else {
+      auto terms = [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return std::tuple_cat(term<I>(e, ts)...);
+      }
+      (std::index_sequence_for<Cs...>{});
+      if constexpr (std::tuple_size_v<decltype(terms)> == 0)
+        return detail::zero_tangent(e);
+      else
+        return std::apply(
+            [&](auto const&... t) {
+              return broadcast_to(zenith::detail::convert<T>((t + ...)), e.shape());
+            },
+            terms);
+    }
+  }
+
+ private:
+  template <std::size_t J>
+  static auto term(E const& e, tangents const& ts) {
+    using C = std::tuple_element_t<J, std::tuple<Cs...>>;
+    constexpr unsigned nondiff = [] {
+      if constexpr (requires { Op::nondiff_operands; })
+        return Op::nondiff_operands;
+      else
+        return 0u;
+    }();
+    if constexpr ((nondiff >> J & 1) || !detail::differentiable_v<C> || C::fixed) {
+      return std::tuple<>{};
+    } else {
+      auto local = std::apply([&](auto const&... xs) { return Op::template partial<J>(e, xs...); },
+                              e.children);
+      return std::tuple{
+          zenith::detail::convert<T>(local * tangent_of(std::get<J>(e.children), ts))};
+    }
+  }
+};
+
+// Reductions.
+template <class Op, class C>
+requires(std::is_same_v<Op, ops::reduce_sum> ||
+         std::is_same_v<Op, ops::reduce_mean>) struct forward<reduce_node<Op, C>> {
+  static auto run(reduce_node<Op, C> const& e, tangents const& ts,
+                  array<value_t<C>> const* = nullptr) {
+    auto t = tangent_of(e.child, ts);
+    return reduce_node<Op, decltype(t)>(t, e.axes, e.keepdims);
+  }
+};
+
+template <class Op, class C>
+requires(std::is_same_v<Op, ops::reduce_max> ||
+         std::is_same_v<Op, ops::reduce_min>) struct forward<reduce_node<Op, C>> {
+  using T = value_t<C>;
+  static auto run(reduce_node<Op, C> const& e, tangents const& ts,
+                  array<T> const* value = nullptr) {
+    array<T> m = detail::kept_value(e, value);
+    auto hit = zenith::detail::as_number<C>(e.child == broadcast_to(m, e.child.shape()));
+    array<T> count = zenith::detail::evaluate_untraced<T>(
+        reduce_node<ops::reduce_sum, decltype(hit)>(hit, e.axes, true));
+    auto w = zenith::detail::convert<T>(tangent_of(e.child, ts) * hit / count);
+    return reduce_node<ops::reduce_sum, decltype(w)>(w, e.axes, e.keepdims);
+  }
+};
+
+template <class C>
+struct forward<reduce_node<ops::reduce_prod, C>> {
+  using T = value_t<C>;
+  static auto run(reduce_node<ops::reduce_prod, C> const& e, tangents const& ts,
+                  array<T> const* value = nullptr) {
+    auto w = zenith::detail::convert<T>(tangent_of(e.child, ts) * detail::prod_partial(e, value));
+    return reduce_node<ops::reduce_sum, decltype(w)>(w, e.axes, e.keepdims);
+  }
+};
+
+template <class C>
+struct forward<reduce_node<ops::reduce_logsumexp, C>> {
+  using T = value_t<C>;
+  static auto run(reduce_node<ops::reduce_logsumexp, C> const& e, tangents const& ts,
+                  array<T> const* value = nullptr) {
+    array<T> lse = detail::kept_value(e, value);
+    auto w = zenith::detail::convert<T>(tangent_of(e.child, ts) *
+                                        exp(e.child - broadcast_to(lse, e.child.shape())));
+    return reduce_node<ops::reduce_sum, decltype(w)>(w, e.axes, e.keepdims);
+  }
+};
+
+// Views and reshapes: the same view of the tangent.
+template <class V, class C>
+struct forward<view_node<V, C>> {
+  static auto run(view_node<V, C> const& e, tangents const& ts) {
+    auto t = tangent_of(e.child, ts);
+    return view_node<V, decltype(t)>(t, e.view);
+  }
+};
+template <class C>
+struct forward<reshape_node<C>> {
+  static auto run(reshape_node<C> const& e, tangents const& ts) {
+    auto t = tangent_of(e.child, ts);
+    return reshape_node<decltype(t)>(t, e.shape());
+  }
+};
+
+// matmul: dA B + A dB.
+template <class A, class B>
+struct forward<matmul_node<A, B>> {
+  static auto run(matmul_node<A, B> const& e, tangents const& ts) {
+    using T = value_t<matmul_node<A, B>>;
+    auto const& a = e.lhs();
+    auto const& b = e.rhs();
+    if constexpr (detail::differentiable_v<A> && detail::differentiable_v<B>)
+      return zenith::detail::convert<T>(matmul(tangent_of(a, ts), b) +
+                                        matmul(a, tangent_of(b, ts)));
+    else if constexpr (detail::differentiable_v<A>)
+      return zenith::detail::convert<T>(matmul(tangent_of(a, ts), b));
+    else
+      return zenith::detail::convert<T>(matmul(a, tangent_of(b, ts)));
+  }
+};
+
+// softmax: dy = y * (t - sum(t * y)); log_softmax: dy = t - sum(exp(y) * t), from the forward y.
+template <class Op, class E>
+struct forward<softmax_node<Op, E>> {
+  using T = value_t<softmax_node<Op, E>>;
+  static auto run(softmax_node<Op, E> const& e, tangents const& ts,
+                  array<T> const* value = nullptr) {
+    array<T> y = value ? *value : zenith::detail::evaluate_untraced<T>(e);
+    auto t = share(zenith::detail::convert<T>(tangent_of(e.input(), ts)));
+    if constexpr (Op::log)
+      return t - sum(exp(y) * t, e.axis, true);
+    else
+      return y * (t - sum(t * y, e.axis, true));
+  }
+};
+
+// concatenate / stack: the parts' tangents, concatenated the same way.
+template <class Op, class E>
+struct forward<concat_node<Op, std::vector<E>>> {
+  static auto run(concat_node<Op, std::vector<E>> const& e, tangents const& ts) {
+    using TE = decltype(tangent_of(std::declval<E const&>(), ts));
+    std::vector<TE> parts;
+    parts.reserve(e.parts.size());
+    for (auto const& p : e.parts) parts.push_back(tangent_of(p, ts));
+    return concat_node<Op, std::vector<TE>>(std::move(parts), int(e.axis));
+  }
+};
+template <class Op, class... Es>
+struct forward<concat_node<Op, std::tuple<Es...>>> {
+  static auto run(concat_node<Op, std::tuple<Es...>> const& e, tangents const& ts) {
+    return std::apply(
+        [&](auto const&... p) {
+          using Parts = std::tuple<decltype(tangent_of(p, ts))...>;
+          return concat_node<Op, Parts>(Parts(tangent_of(p, ts)...), int(e.axis));
+        },
+        e.parts);
+  }
+};
+
+// The reverse pass's own nodes are linear: the same node over the tangent.
+template <class C>
+struct forward<sum_to_node<C>> {
+  static auto run(sum_to_node<C> const& e, tangents const& ts) {
+    return sum_to(tangent_of(e.child, ts), e.shape());
+  }
+};
+template <class C>
+struct forward<fold_to_node<C>> {
+  static auto run(fold_to_node<C> const& e, tangents const& ts) {
+    auto t = tangent_of(e.child, ts);
+    return fold_to_node<decltype(t)>(t, e.full, e.shape());
+  }
+};
+template <class C>
+struct forward<pad_node<C>> {
+  static auto run(pad_node<C> const& e, tangents const& ts) {
+    auto t = tangent_of(e.child, ts);
+    return pad_node<decltype(t)>(t, e.shape(), e.view);
+  }
+};
+template <class C>
+struct forward<shared_node<C>> {
+  static auto run(shared_node<C> const& e, tangents const& ts) { return tangent_of(e.child, ts); }
+};
+
+}  // namespace zenith::autodiff
