@@ -105,38 +105,38 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  auto results = time_ms(
-      reps,
-      {
-          [&] { sink_value = zn::eval(f(a, b, c)).item(); },
-          [&] {
-            auto r = vg(a, b, c);
-            sink_value = r.first.item();
-          },
-          [&] {
-            double s = 0;
+  auto results = time_ms(reps, {
+                                   [&] { sink_value = zn::eval(f(a, b, c)).item(); },
+                                   [&] {
+                                     auto r = vg(a, b, c);
+                                     sink_value = r.first.item();
+                                   },
+                                   [&] {
+                                     double s = 0;
 #pragma omp parallel for simd reduction(+ : s)
-            for (std::size_t i = 0; i < n; ++i) s += pa[i] * std::sin(pb[i]) + std::exp(-pc[i] * pc[i]);
-            sink_value = float(s);
-          },
-          [&] {
-            double s = 0;
+                                     for (std::size_t i = 0; i < n; ++i)
+                                       s += pa[i] * std::sin(pb[i]) + std::exp(-pc[i] * pc[i]);
+                                     sink_value = float(s);
+                                   },
+                                   [&] {
+                                     double s = 0;
 #pragma omp parallel for simd reduction(+ : s)
-            for (std::size_t i = 0; i < n; ++i) {
-              float sb = std::sin(pb[i]), cb = std::cos(pb[i]), e = std::exp(-pc[i] * pc[i]);
-              s += pa[i] * sb + e;
-              qa[i] = sb;
-              qb[i] = pa[i] * cb;
-              qc[i] = -2 * pc[i] * e;
-            }
-            sink_value = float(s);
-          },
-          [&] {  // STREAM triad: t1 = t2 + 3 t3
-            float *x = t1.data(), *y = t2.data(), *z = t3.data();
+                                     for (std::size_t i = 0; i < n; ++i) {
+                                       float sb = std::sin(pb[i]), cb = std::cos(pb[i]),
+                                             e = std::exp(-pc[i] * pc[i]);
+                                       s += pa[i] * sb + e;
+                                       qa[i] = sb;
+                                       qb[i] = pa[i] * cb;
+                                       qc[i] = -2 * pc[i] * e;
+                                     }
+                                     sink_value = float(s);
+                                   },
+                                   [&] {  // STREAM triad: t1 = t2 + 3 t3
+                                     float *x = t1.data(), *y = t2.data(), *z = t3.data();
 #pragma omp parallel for simd
-            for (std::size_t i = 0; i < n; ++i) x[i] = y[i] + 3.f * z[i];
-          },
-      });
+                                     for (std::size_t i = 0; i < n; ++i) x[i] = y[i] + 3.f * z[i];
+                                   },
+                               });
 
   double triad_gbs = 3.0 * n * sizeof(float) / (results[4].first * 1e6);
   std::printf("grad_cost: n = 2^22 floats, %d threads, median of %d (ms)\n", threads, reps);
