@@ -117,3 +117,20 @@ TEST_CASE("jvp errors", "[jvp]") {
   CHECK_THROWS_WITH(zn::jvp(g, std::make_tuple(one), std::make_tuple(two)),
                     Catch::Contains("jvp") && Catch::Contains("structure"));
 }
+
+TEST_CASE("nested transforms on arrays are an error, not a silent zero", "[jvp][grad]") {
+  auto x = random_array({3}, 15);
+  auto f = [](auto const& x) { return zn::sum(zn::sin(x) * x); };
+  auto df = [&](zn::array<double> const& x) { return zn::sum(zn::grad(f)(x)); };
+  CHECK_THROWS_WITH(zn::grad(df)(x),
+                    Catch::Contains("grad inside grad") && Catch::Contains("not supported yet"));
+  CHECK_THROWS_WITH(zn::jvp(zn::grad(f), std::make_tuple(x), std::make_tuple(x)),
+                    Catch::Contains("grad inside jvp"));
+  auto [y, pullback] = zn::vjp([](auto const& v) { return v * 2.0; }, x);
+  auto uses_pullback = [&](zn::array<double> const& v) {
+    return zn::sum(std::get<0>(pullback(v)));
+  };
+  CHECK_THROWS_WITH(zn::grad(uses_pullback)(x), Catch::Contains("pullback inside grad"));
+  // Outside any trace the same calls work.
+  CHECK_NOTHROW(df(x));
+}

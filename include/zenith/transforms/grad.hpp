@@ -54,6 +54,16 @@ constexpr std::size_t argnum_slot() {
   return j;
 }
 
+// A transform started while another is tracing (grad of grad, or grad inside a function given
+// to jvp) would evaluate its derivatives outside the outer trace, which would then see them as
+// constants: a silent zero. Until trace levels exist, that is an error.
+inline void refuse_nested(char const* transform) {
+  if (trace_state const* outer = active_trace())
+    throw value_error(std::string(transform) + " inside " + outer->transform +
+                      ": higher-order differentiation of arrays is not supported yet (it would "
+                      "give wrong, zero derivatives)");
+}
+
 // The argument as the traced function sees it: a copy of the tree whose every array is an
 // alias of itself (same memory) under a fresh buffer identity, marked traced.
 template <class Tree>
@@ -122,6 +132,7 @@ struct value_and_grad_fn {
                   "zenith::grad: differentiable arguments must be arrays of a floating type, or "
                   "trees of them (std::vector, std::array, std::tuple, std::map<std::string, ...>, "
                   "ZENITH_FIELDS structs)");
+    refuse_nested("grad");
     trace_state st{"grad", {}, {}};
     auto traced = std::make_tuple(traced_tree(std::get<I>(in), st, "grad")...);
     auto out = [&]<std::size_t... K>(std::index_sequence<K...>) {
@@ -181,6 +192,7 @@ template <class F, class... Args>
 auto vjp(F f, Args const&... args) {
   static_assert((differentiable_tree<Args> && ...),
                 "zenith::vjp: arguments must be arrays of a floating type, or trees of them");
+  detail::refuse_nested("vjp");
   auto st = std::make_shared<detail::trace_state>(detail::trace_state{"vjp", {}, {}});
   auto traced = std::make_tuple(detail::traced_tree(args, *st, "vjp")...);
   auto out = [&] {
@@ -197,6 +209,7 @@ auto vjp(F f, Args const&... args) {
   auto pullback = [st, traced, forward, s = value.shape()](auto const& ct) {
     static_assert(expression<std::remove_cvref_t<decltype(ct)>>,
                   "zenith::vjp: the cotangent must be an array expression");
+    detail::refuse_nested("a vjp pullback");
     if (ct.shape() != s)
       throw shape_error("vjp: cotangent of shape " + ct.shape().str() + " for an output of shape " +
                         s.str());

@@ -56,6 +56,7 @@ auto jvp(F f, std::tuple<P...> const& primals, std::tuple<Q...> const& tangents)
                 "zenith::jvp: primals must be arrays of a floating type, or trees of them");
   static_assert((std::is_same_v<std::remove_cvref_t<P>, std::remove_cvref_t<Q>> && ...),
                 "zenith::jvp: each tangent must have its primal's type");
+  detail::refuse_nested("jvp");
   autodiff::tangents ts;
   detail::trace_state st{"jvp", {}, {}};
   st.forward = &ts;
