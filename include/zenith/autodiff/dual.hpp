@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "../backend/cpu/fixed_eval.hpp"  // detail::max_vector_bytes
 #include "../core/dtype.hpp"
 #include "../core/tensor.hpp"       // ZENITH_FIXED_INLINE
 #include "../expr/elementwise.hpp"  // detail::apply_op, which the op tags' rules call
@@ -73,16 +74,6 @@ constexpr std::size_t dual_lanes() {
   }
 }
 
-// The widest vector register of the target (as in backend/cpu/fixed_eval.hpp).
-inline constexpr std::size_t dual_vector_bytes =
-#if defined(__AVX512F__)
-    64;
-#elif defined(__AVX__)
-    32;
-#else
-    16;
-#endif
-
 // Tangent arithmetic on P lanes of T: GCC/Clang vector code for float and double, in chunks of
 // W lanes (the widest vector of the target that divides P), else a plain loop (nested duals,
 // whose lanes bring their own vector code).
@@ -94,7 +85,7 @@ struct lanes {
       return std::size_t(1);
     } else {
       std::size_t w = 1;
-      while (2 * w * sizeof(T) <= dual_vector_bytes && P % (2 * w) == 0) w *= 2;
+      while (2 * w * sizeof(T) <= max_vector_bytes && P % (2 * w) == 0) w *= 2;
       return w;
     }
   }();

@@ -61,6 +61,15 @@ decltype(auto) memoize(E const& e) {
 template <class E>
 using memoized_t = std::remove_cvref_t<decltype(memoize(std::declval<E const&>()))>;
 
+// The value of a memoized expression: a barrier at the root is already evaluated.
+template <class M>
+array<value_t<M>> memoized_value(M const& m) {
+  if constexpr (requires { m.value; })
+    return m.value;
+  else
+    return zenith::detail::evaluate_untraced<value_t<M>>(m);
+}
+
 template <class Op, class... Cs>
 struct memoizer<map_node<Op, Cs...>> {
   static auto run(map_node<Op, Cs...> const& e) {

@@ -118,24 +118,14 @@ array<T> record_materialization(E const& e) {
     if (t->forward) {
       // Forward mode: the value and its tangent, computed now; nothing to keep.
       auto m = autodiff::memoize(x);
-      array<T> value = [&] {
-        if constexpr (requires { m.value; })
-          return m.value;
-        else
-          return evaluate_fresh<T>(m);
-      }();
+      array<T> value = autodiff::memoized_value(m);
       t->forward->set(value.storage(), evaluate_untraced<T>(autodiff::tangent_of(m, *t->forward)));
       t->traced.insert(value.storage().get());
       return value;
     }
     using M = autodiff::memoized_t<decltype(x)>;
     auto entry = std::make_unique<recorded_expression<T, M>>(autodiff::memoize(x));
-    array<T> value = [&] {
-      if constexpr (requires { entry->expr.value; })
-        return entry->expr.value;  // a barrier at the root: already evaluated
-      else
-        return evaluate_fresh<T>(entry->expr);
-    }();
+    array<T> value = autodiff::memoized_value(entry->expr);
     entry->out = value.storage();
     t->traced.insert(value.storage().get());
     t->tape.push_back(std::move(entry));

@@ -109,15 +109,6 @@ void check_scalar_result(Out const& out, char const* transform) {
                       out.shape().str());
 }
 
-// The value of a memoized result: a barrier at the root is already evaluated.
-template <class M>
-auto result_value(M const& forward) {
-  if constexpr (requires { forward.value; })
-    return forward.value;
-  else
-    return evaluate_untraced<value_t<M>>(forward);
-}
-
 template <class F, std::size_t... I>
 struct value_and_grad_fn {
   F f;
@@ -145,7 +136,7 @@ struct value_and_grad_fn {
     using T = value_t<decltype(out)>;
     // Barriers evaluated once: the value and every rule that reads a node's value share them.
     auto const& forward = autodiff::memoize(out);
-    array<T> value = result_value(forward);
+    array<T> value = autodiff::memoized_value(forward);
     autodiff::cotangents cts(st);
     autodiff::backward(forward, full<T>(out.shape(), T(1)), cts);
     autodiff::pull_tape(st, cts, autodiff::tape_use::consume);
@@ -205,7 +196,7 @@ auto vjp(F f, Args const&... args) {
                 "zenith::vjp: the function must return a floating-point value");
   using T = value_t<Out>;
   autodiff::memoized_t<Out> forward = autodiff::memoize(out);
-  array<T> value = detail::result_value(forward);
+  array<T> value = autodiff::memoized_value(forward);
   auto pullback = [st, traced, forward, s = value.shape()](auto const& ct) {
     static_assert(expression<std::remove_cvref_t<decltype(ct)>>,
                   "zenith::vjp: the cotangent must be an array expression");

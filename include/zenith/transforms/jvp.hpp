@@ -79,7 +79,7 @@ auto jvp(F f, std::tuple<P...> const& primals, std::tuple<Q...> const& tangents)
                 "zenith::jvp: the function must return a floating-point value");
   using T = value_t<Out>;
   auto const& forward = autodiff::memoize(out);
-  array<T> value = detail::result_value(forward);
+  array<T> value = autodiff::memoized_value(forward);
   array<T> tangent = detail::evaluate_untraced<T>(autodiff::tangent_of(forward, ts));
   return std::pair{value, tangent};
 }
