@@ -31,6 +31,8 @@
 #include "expr/scalar_math.hpp"
 #include "expr/softmax.hpp"
 #include "expr/views.hpp"
+#include "transforms/checkpoint.hpp"
+#include "transforms/custom_vjp.hpp"
 #include "transforms/grad.hpp"
 #include "transforms/jacobian.hpp"
 #include "transforms/jvp.hpp"
