@@ -120,6 +120,16 @@ void fixed_jacobian() {
   CHECK(std::abs(J(1, 0) - std::sin(0.5)) < 1e-15 && std::abs(J(1, 1) - 2 * std::cos(0.5)) < 1e-15);
 }
 
+void stop_gradient() {
+  // [doc:ad-stop-gradient]
+  zn::array<double> x({3}, {0.5, 1.0, 2.0});
+  // The second factor is a constant to the derivative: d/dx = x * x, not 3 x * x.
+  auto f = [](auto const& x) { return zn::sum(x * zn::stop_gradient(x * x)); };
+  zn::array<double> g = zn::grad(f)(x);  // {0.25, 1, 4}
+  // [/doc:ad-stop-gradient]
+  for (std::size_t i = 0; i < 3; ++i) CHECK(g(i) == x(i) * x(i));
+}
+
 void errors() {
   // [doc:ad-errors]
   zn::array<double> x({3}, {1, 2, 3});
@@ -153,6 +163,7 @@ int main() {
   trees();
   pullback();
   fixed_jacobian();
+  stop_gradient();
   errors();
   std::puts("doc.autodiff: ok");
 }

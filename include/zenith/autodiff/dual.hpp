@@ -413,6 +413,14 @@ requires dual_operands<A, B> ZENITH_FIXED_INLINE constexpr auto operator<=>(A co
   ZENITH_FIXED_INLINE dual<T, N> NAME(dual<T, N> const& x) { \
     return detail::dual_unary<ops::OP>(x);                   \
   }
+// The value with no derivative at any level (a nested dual's inner tangents are dropped too).
+template <class T, std::size_t N>
+ZENITH_FIXED_INLINE dual<T, N> stop_gradient(dual<T, N> const& x) {
+  if constexpr (is_dual_v<T>)
+    return dual<T, N>(stop_gradient(x.v));
+  else
+    return dual<T, N>(x.v);
+}
 ZENITH_DUAL_UNARY(abs, abs)
 ZENITH_DUAL_UNARY(sign, sign)
 ZENITH_DUAL_UNARY(exp, exp)

@@ -282,6 +282,22 @@ struct gelu_erf {
   }
 };
 
+// stop_gradient(x): x itself, through which no derivative flows: autodiff treats it as a
+// constant, as JAX's lax.stop_gradient (the rule is "zero", as for the piecewise-constant ops).
+struct stop_gradient {
+  static constexpr std::string_view name = "stop_gradient";
+  static constexpr std::string_view cuda = "({0})";
+  static constexpr bool piecewise_constant = true;
+  template <class T>
+  static T apply(T x) {
+    return x;
+  }
+  template <class B>
+  static B simd(B const& x) {
+    return x;
+  }
+};
+
 // Ops that keep the input's type (integers stay integers).
 struct neg {
   static constexpr std::string_view name = "neg";
@@ -667,7 +683,8 @@ using elementwise_ops =
               ops::relu, ops::gelu_tanh, ops::gelu_erf, ops::erf, ops::floor, ops::ceil, ops::round,
               ops::reciprocal, ops::add, ops::sub, ops::mul, ops::div, ops::pow, ops::maximum,
               ops::minimum, ops::atan2, ops::equal, ops::not_equal, ops::less, ops::less_equal,
-              ops::greater, ops::greater_equal, ops::where, ops::clip, ops::cast<float>>;
+              ops::greater, ops::greater_equal, ops::where, ops::clip, ops::cast<float>,
+              ops::stop_gradient>;
 
 template <class Op>
 concept elementwise_op = requires {

@@ -55,6 +55,7 @@ ZENITH_SCALAR_UNARY(floor, floor)
 ZENITH_SCALAR_UNARY(ceil, ceil)
 ZENITH_SCALAR_UNARY(round, round)
 ZENITH_SCALAR_UNARY(reciprocal, reciprocal)
+ZENITH_SCALAR_UNARY(stop_gradient, stop_gradient)
 #undef ZENITH_SCALAR_UNARY
 
 #define ZENITH_SCALAR_BINARY(NAME, OP)                                                        \
