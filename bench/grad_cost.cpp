@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   zn::set_num_threads(std::size_t(threads));
   omp_set_num_threads(threads);
 
-  std::size_t const n = std::size_t(1) << 22;
+  std::size_t const n = std::size_t(1) << (argc > 3 ? std::atoi(argv[3]) : 22);
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> d(-1.f, 1.f);
   auto a = zn::array<float>::empty({n}), b = zn::array<float>::empty({n}),

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <utility>
 #include <zenith/zenith.hpp>
 
@@ -52,6 +53,32 @@ inline void check_close(zn::array<double> const& got, zn::array<double> const& w
     CHECK(std::abs(got.data()[i] - want.data()[i]) <=
           tol * std::max(1.0, std::abs(want.data()[i])));
   }
+}
+
+// The gradient with respect to every argument (one grad call), each against finite differences.
+template <class F, class... Args>
+void check_grads(F const& f, Args const&... args) {
+  auto grads = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    auto g = zn::grad(f, zn::argnums<K...>)(args...);
+    if constexpr (sizeof...(K) == 1)
+      return std::make_tuple(g);
+    else
+      return g;
+  }
+  (std::index_sequence_for<Args...>{});
+  [&]<std::size_t... K>(std::index_sequence<K...>) {
+    (check_close(std::get<K>(grads), numeric_grad(f, K, args...)), ...);
+  }
+  (std::index_sequence_for<Args...>{});
+}
+
+// Arrays allocated by one gradient, after a first call has warmed the allocator up.
+template <class F, class... Args>
+std::size_t grad_allocations(F const& f, Args const&... args) {
+  zn::array<double> warm = zn::grad(f)(args...);
+  auto before = zn::cpu_memory_stats().allocations;
+  zn::array<double> g = zn::grad(f)(args...);
+  return zn::cpu_memory_stats().allocations - before;
 }
 
 }  // namespace fd

@@ -17,9 +17,11 @@
 #include <optional>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "../backend/cpu/evaluate.hpp"
+#include "../backend/cpu/fused_group.hpp"
 #include "../core/trace.hpp"
 #include "backward.hpp"
 #include "forward.hpp"
@@ -29,33 +31,68 @@ namespace zenith::autodiff {
 
 // Cotangents per traced buffer (one map per floating element type), and the sink of the
 // reverse pass: a leaf that reads a traced buffer adds its cotangent, evaluated in one fused
-// pass (in place into the running sum when it can be).
+// pass (in place into the running sum when it can be). Cotangents of the same size are queued
+// in one group (backend/cpu/fused_group.hpp) and computed together, in one pass over their
+// inputs, when one is first read (take) or on flush.
 class cotangents {
  public:
   explicit cotangents(zenith::detail::trace_state const& st) : st_(&st) {}
 
   template <class Leaf, class G>
   void operator()(Leaf const& leaf, G const& ct) {
-    if constexpr (is_array_v<Leaf> && floating_element<value_t<Leaf>>) {
+    if constexpr (is_sum_to_node_v<G>) {
+      // Nothing to sum: the child is the cotangent. Else one loop over the child, then a
+      // reduction shared by every cotangent of the type.
+      if (!ct.reduces()) {
+        (*this)(leaf, ct.child);
+      } else if (st_->reads_traced(leaf.storage().get())) {
+        (*this)(leaf, zenith::detail::evaluate_sum_to(ct));
+      }
+    } else if constexpr (is_array_v<Leaf> && floating_element<value_t<Leaf>>) {
       using T = value_t<Leaf>;
       buffer const* b = leaf.storage().get();
       if (!st_->reads_traced(b)) return;
       auto& slot = slots<T>()[b];
       if (slot) {
-        // A further read: added in place, in the same pass that computes it.
+        // A further read: added in place, in the same pass that computes it. A running sum
+        // still queued (so private to this store) takes the addition in the same group.
+        if (queued_.contains(slot->storage().get())) {
+          make_room(std::int64_t(slot->size()));
+          if (zenith::detail::queue_store_into(group_, *slot, *slot + ct)) return;
+        }
+        flush();
         zenith::detail::assign_rebind_untraced(*slot, *slot + ct, true);
-      } else if constexpr (is_sum_to_node_v<G>) {
-        // One loop over the child, then a shared reduction when it really sums.
-        slot = zenith::detail::evaluate_sum_to(ct);
+      } else if constexpr (std::is_same_v<G, array<T>>) {
+        slot = ct;
+      } else if constexpr (barrier_expression<G>) {
+        slot = zenith::detail::evaluate_untraced<T>(ct);  // the barrier's own result, no copy
       } else {
-        slot = zenith::detail::evaluate_untraced<T>(ct);
+        make_room(std::int64_t(ct.shape().numel()));
+        auto [out, queued] = zenith::detail::store_or_evaluate<T>(group_, ct);
+        if (queued) queued_.insert(out.storage().get());
+        slot = std::move(out);
       }
     }
+  }
+
+  // Queues the sum or mean of all of e with the cotangents (the value a gradient comes with);
+  // nullopt when e cannot join a group. The result is computed on flush.
+  template <class Op, element T, expression E>
+  std::optional<array<T>> queue_total(E const& e, zenith::shape const& out_shape) {
+    make_room(std::int64_t(e.shape().numel()));
+    return zenith::detail::queue_total<Op, T>(group_, e, out_shape);
+  }
+
+  // Computes everything queued.
+  void flush() {
+    queued_.clear();
+    group_.run();
   }
 
   // The cotangent accumulated for buffer b, removed from the store (none if nothing reached b).
   template <class T>
   std::optional<array<T>> take(buffer const* b) {
+    flush();
     auto& m = slots<T>();
     auto it = m.find(b);
     if (it == m.end()) return std::nullopt;
@@ -73,7 +110,14 @@ class cotangents {
     return std::get<slot_map<T>>(slots_);
   }
 
+  // A group holds loops of one size: one of another size runs it first.
+  void make_room(std::int64_t n) {
+    if (!group_.empty() && group_.size() != n) flush();
+  }
+
   zenith::detail::trace_state const* st_;
+  zenith::detail::fused_group group_;
+  std::unordered_set<buffer const*> queued_;  // outputs of the group's loops, not yet computed
   std::tuple<slot_map<float>, slot_map<double>, slot_map<bfloat16>, slot_map<float16>> slots_;
 };
 

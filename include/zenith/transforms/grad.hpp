@@ -109,6 +109,41 @@ void check_scalar_result(Out const& out, char const* transform) {
                       out.shape().str());
 }
 
+template <class E>
+inline constexpr bool is_total_reduction_v = false;
+template <class C>
+inline constexpr bool is_total_reduction_v<reduce_node<ops::reduce_sum, C>> = true;
+template <class C>
+inline constexpr bool is_total_reduction_v<reduce_node<ops::reduce_mean, C>> = true;
+
+// The function's value, and the static reverse pass from it into cts. Barriers are evaluated
+// once (memoized): the value and every rule that reads a node's value share them. A loss that
+// sums or averages everything (the usual case) is not evaluated first: its sum is queued with
+// the gradients, so one pass reads the inputs for both. The value is final once cts is flushed.
+template <class Out>
+array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts) {
+  using T = value_t<Out>;
+  if constexpr (is_total_reduction_v<Out>) {
+    using Op = typename Out::op_type;
+    auto child = autodiff::memoize(out.child);
+    reduce_node<Op, std::remove_cvref_t<decltype(child)>> top(std::move(child), out.axes,
+                                                              out.keepdims);
+    std::optional<array<T>> value = cts.template queue_total<Op, T>(top.child, out.shape());
+    if (!value) value = eval_barrier(top);
+    // The seed reaches every element as one constant, 1 for a sum and 1/n for a mean: a number
+    // in the loops rather than a broadcast array read at stride 0.
+    using C = value_t<decltype(top.child)>;
+    double seed = std::is_same_v<Op, ops::reduce_mean> ? 1.0 / double(top.count()) : 1.0;
+    autodiff::backward(top.child, broadcast_to(scalar_node<C>(C(seed)), top.child.shape()), cts);
+    return *std::move(value);
+  } else {
+    auto const& forward = autodiff::memoize(out);
+    array<T> value = autodiff::memoized_value(forward);
+    autodiff::backward(forward, full<T>(out.shape(), T(1)), cts);
+    return value;
+  }
+}
+
 template <class F, std::size_t... I>
 struct value_and_grad_fn {
   F f;
@@ -133,13 +168,10 @@ struct value_and_grad_fn {
     (std::index_sequence_for<Args...>{});
     check_scalar_result(out, "grad");
 
-    using T = value_t<decltype(out)>;
-    // Barriers evaluated once: the value and every rule that reads a node's value share them.
-    auto const& forward = autodiff::memoize(out);
-    array<T> value = autodiff::memoized_value(forward);
     autodiff::cotangents cts(st);
-    autodiff::backward(forward, full<T>(out.shape(), T(1)), cts);
+    auto value = value_and_backward(out, cts);
     autodiff::pull_tape(st, cts, autodiff::tape_use::consume);
+    cts.flush();
 
     auto grads = [&]<std::size_t... J>(std::index_sequence<J...>) {
       return std::make_tuple(gradient_tree(std::get<J>(traced), cts)...);

@@ -146,6 +146,13 @@ inline void run_row(T* __restrict out, std::int64_t ds, Ev const& ev, std::int64
   for (; j < j_end; ++j) out[j * ds] = T(ev.scalar(j));
 }
 
+// Whether the loop writing Ev into T has a SIMD path. The lane type is the compute type, or for
+// a comparison at the root that of its operands.
+template <class T, class Ev, class L = simd_lane_t<Ev>>
+inline constexpr bool fused_simd_v =
+    !std::is_same_v<L, bool> && simd_type_v<L> && Ev::template vectorizable<L>() &&
+    (std::is_same_v<T, bool> || !std::is_same_v<typename Ev::compute_type, bool>);
+
 // Rows are cut into blocks of `grain` elements (the last block of a row may be shorter); work is
 // handed out in whole blocks, so a piece of a row always starts at a multiple of grain.
 inline constexpr std::int64_t grain = 64;
@@ -215,11 +222,7 @@ void run_fused(dest_view<T> dst, Ev& ev, zenith::shape const& s) {
     unit = unit && leaf.stride[ls.rank - 1] == 1;
   });
 
-  // The lane type: the compute type, or for a comparison at the root that of its operands.
-  using L = simd_lane_t<Ev>;
-  constexpr bool can_simd =
-      !std::is_same_v<L, bool> && simd_type_v<L> && Ev::template vectorizable<L>() &&
-      (std::is_same_v<T, bool> || !std::is_same_v<typename Ev::compute_type, bool>);
+  constexpr bool can_simd = detail::fused_simd_v<T, Ev>;
   bool simd = can_simd && simd_enabled();
   auto run = [&](std::int64_t lo, std::int64_t hi) {
     if constexpr (can_simd) {

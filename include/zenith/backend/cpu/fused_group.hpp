@@ -1,0 +1,263 @@
+#pragma once
+// One pass for several loops over the same elements: the reverse pass's gradients of one
+// function, and the value they come with. Each loop is a fused elementwise loop (fused_loop.hpp)
+// or a whole-array sum over a fused expression (reduce.hpp), and reads only contiguous leaves.
+// The pass walks the elements in blocks and runs every loop on a block before the next block,
+// so an input several loops read comes from memory once and from cache after: on large arrays
+// memory traffic, not arithmetic, is what a gradient costs.
+//
+// Results are bitwise those of running each loop alone: an elementwise loop's pieces start on
+// multiples of the block (the same SIMD grid as fused_loop.hpp), and a sum adds the same
+// blocks in the same pairwise tree as reduce.hpp.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "evaluator.hpp"
+#include "fused_loop.hpp"
+#include "reduce.hpp"
+#include "thread_pool.hpp"
+
+namespace zenith::detail {
+
+// Elements each loop computes before the next takes over: a whole-array sum's block, and small
+// enough that a block of every input stays in cache between the loops.
+inline constexpr std::int64_t group_block = red::block_elems;
+
+class fused_group {
+ public:
+  struct loop {
+    virtual ~loop() = default;
+    // Elements [lo, hi); lo is a multiple of group_block.
+    virtual void run(std::int64_t lo, std::int64_t hi) = 0;
+    // After every block has run.
+    virtual void finish() {}
+  };
+
+  bool empty() const { return loops_.empty(); }
+  // Elements each loop of the group covers (0 when empty).
+  std::int64_t size() const { return total_; }
+
+  // Adds a loop over n elements to an empty group or to one of the same size.
+  void add(std::unique_ptr<loop> l, std::int64_t n) {
+    if (!loops_.empty() && n != total_)
+      throw value_error("fused_group: a loop over " + std::to_string(n) +
+                        " elements added to a group of " + std::to_string(total_));
+    total_ = n;
+    loops_.push_back(std::move(l));
+  }
+
+  // Runs every loop, block by block, and empties the group.
+  void run() {
+    std::vector<std::unique_ptr<loop>> loops = std::move(loops_);
+    loops_.clear();
+    std::int64_t n = total_;
+    total_ = 0;
+    if (loops.empty() || n == 0) return;
+    std::int64_t blocks = (n + group_block - 1) / group_block;
+    auto body = [&](std::int64_t b0, std::int64_t b1) {
+      for (std::int64_t b = b0; b < b1; ++b) {
+        std::int64_t lo = b * group_block, hi = std::min(n, lo + group_block);
+        for (auto& l : loops) l->run(lo, hi);
+      }
+    };
+    std::size_t threads = thread_pool::instance().size();
+    if (threads <= 1 || std::size_t(n) < parallel_threshold() || blocks == 1) {
+      body(0, blocks);
+    } else {
+      // At least 4 tasks per thread, so that a thread slowed down leaves its share to others.
+      std::int64_t per_task = std::max<std::int64_t>(1, blocks / std::int64_t(4 * threads));
+      std::int64_t tasks = (blocks + per_task - 1) / per_task;
+      thread_pool::instance().parallel_for(std::size_t(tasks), [&](std::size_t t) {
+        std::int64_t b0 = std::int64_t(t) * per_task;
+        body(b0, std::min(blocks, b0 + per_task));
+      });
+    }
+    for (auto& l : loops) l->finish();
+  }
+
+ private:
+  std::vector<std::unique_ptr<loop>> loops_;
+  std::int64_t total_ = 0;
+};
+
+// Coalesces ev's leaves for a contiguous destination of shape s. The group walks one row by
+// flat index, so this succeeds only when the whole space coalesces to one row that every leaf
+// reads with stride 1 or 0 (a broadcast scalar, such as the cotangent of a sum); the result says
+// whether every stride is 1.
+template <class Ev>
+std::optional<bool> coalesce_to_row(Ev& ev, zenith::shape const& s) {
+  std::vector<std::array<std::int64_t, max_rank>> strides{row_major_strides(s)};
+  ev.for_each_leaf([&](auto& leaf) { strides.push_back(leaf.stride); });
+  loop_space ls = coalesce(s, strides);
+  if (ls.rank != 1) return std::nullopt;
+  bool row = true, unit = true;
+  ev.for_each_leaf([&](auto const& leaf) {
+    std::int64_t st = ls.dims[0] == 1 ? 1 : regroup(leaf.stride, ls)[0];
+    row = row && (st == 0 || st == 1);
+    unit = unit && st == 1;
+  });
+  if (!row) return std::nullopt;
+  ev.for_each_leaf([&](auto& leaf) {
+    std::int64_t st = ls.dims[0] == 1 ? 1 : regroup(leaf.stride, ls)[0];
+    leaf.stride = {};
+    leaf.stride[0] = st;
+    leaf.rank = 1;
+  });
+  return unit;
+}
+
+// out[i] = e[i], for i in the block.
+template <class T, class E>
+class store_loop final : public fused_group::loop {
+ public:
+  using Ev = decltype(make_evaluator(std::declval<E const&>()));
+
+  store_loop(E e, T* out, std::int64_t n)
+      : expr_(std::move(e)), ev_(make_evaluator(expr_)), out_(out) {
+    space_.rank = 1;
+    space_.dims[0] = n;
+    space_.total = std::size_t(n);
+  }
+  // Coalesces the evaluator; false when e cannot be walked as one row (coalesce_to_row).
+  bool prepare(zenith::shape const& s) {
+    auto unit = coalesce_to_row(ev_, s);
+    unit_ = unit.value_or(false);
+    return unit.has_value();
+  }
+
+  void set_output(T* out) { out_ = out; }
+
+  // The loop's expression evaluated into out (e's shape) by the ordinary fused loop, for an
+  // expression that cannot join a group (call before prepare()).
+  void evaluate_into(array<T>& out) { run_fused(contiguous_dest(out), ev_, out.shape()); }
+
+  void run(std::int64_t lo, std::int64_t hi) override {
+    dest_view<T> dst{out_, {1}};
+    if constexpr (fused_simd_v<T, Ev>) {
+      if (simd_enabled()) return run_range<true>(dst, ev_, space_, lo, hi, unit_);
+    }
+    run_range<false>(dst, ev_, space_, lo, hi, unit_);
+  }
+
+ private:
+  E expr_;  // keeps every buffer the evaluator reads alive
+  Ev ev_;
+  T* out_;
+  loop_space space_;
+  bool unit_ = false;
+};
+
+// A whole-array sum or mean of e, written to out[0] when the group finishes.
+template <class Op, class T, class E>
+class reduce_loop final : public fused_group::loop {
+ public:
+  using Ev = decltype(make_evaluator(std::declval<E const&>()));
+  using A = typename Ev::compute_type;
+  using K = red::kernel_for<Op, A>;
+
+  reduce_loop(E e, T* out, std::int64_t n)
+      : expr_(std::move(e)), ev_(make_evaluator(expr_)), out_(out) {
+    g_.n = 1;
+    g_.dims[0] = n;
+    g_.nr = 1;
+    g_.count = n;
+    blocks_.resize(std::size_t((n + group_block - 1) / group_block));
+  }
+  bool prepare(zenith::shape const& s) {
+    auto unit = coalesce_to_row(ev_, s);
+    unit_ = unit.value_or(false);
+    return unit.has_value();
+  }
+
+  void set_output(T* out) { out_ = out; }
+
+  void run(std::int64_t lo, std::int64_t hi) override {
+    // As reduce.hpp decides for the same sum: SIMD when the compute type is the lane type.
+    using In = compute_t<value_t<E>>;
+    constexpr bool can_simd = !std::is_same_v<In, bool> && simd_type_v<In> &&
+                              std::is_same_v<A, In> && Ev::template vectorizable<In>();
+    Ev ev = ev_;
+    std::array<std::int64_t, max_rank> idx{};
+    auto& s = blocks_[std::size_t(lo / group_block)];
+    if constexpr (can_simd) {
+      if (simd_enabled()) {
+        s = unit_ ? red::block_a<Op, K, true, true>(ev, g_, idx.data(), lo, hi)
+                  : red::block_a<Op, K, true, false>(ev, g_, idx.data(), lo, hi);
+        return;
+      }
+    }
+    s = red::block_a<Op, K, false, false>(ev, g_, idx.data(), lo, hi);
+  }
+
+  void finish() override {
+    *out_ = T(Op::finalize(tree(0, std::int64_t(blocks_.size())), std::size_t(g_.count)));
+  }
+
+ private:
+  // The pairwise tree of reduce.hpp's tree_a: split at lo + (hi - lo) / 2.
+  typename K::state tree(std::int64_t lo, std::int64_t hi) const {
+    if (hi - lo == 1) return blocks_[std::size_t(lo)];
+    std::int64_t mid = lo + (hi - lo) / 2;
+    return K::merge(tree(lo, mid), tree(mid, hi));
+  }
+
+  E expr_;
+  Ev ev_;
+  T* out_;
+  red::geometry g_;
+  std::vector<typename K::state> blocks_;
+  bool unit_ = false;
+};
+
+// out = e, a fresh array: queued in the group when e can join it (then out is computed when the
+// group runs, and the flag is true), else evaluated now. Either way e's evaluator, and so any
+// barrier inside e, is built once.
+template <element T, expression E>
+std::pair<array<T>, bool> store_or_evaluate(fused_group& group, E const& e) {
+  zenith::shape s = e.shape();
+  std::int64_t n = std::int64_t(s.numel());
+  auto l = std::make_unique<store_loop<T, E>>(e, nullptr, n);
+  auto out = array<T>::empty(s);
+  if (n > 0 && (group.empty() || group.size() == n) && l->prepare(s)) {
+    l->set_output(out.data());
+    group.add(std::move(l), n);
+    return {std::move(out), true};
+  }
+  l->evaluate_into(out);
+  return {std::move(out), false};
+}
+
+// Queues dst = e in place: e has dst's shape and reads dst only at the same index.
+template <element T, expression E>
+bool queue_store_into(fused_group& group, array<T>& dst, E const& e) {
+  std::int64_t n = std::int64_t(dst.size());
+  if (n == 0 || e.shape() != dst.shape() || (!group.empty() && group.size() != n)) return false;
+  auto l = std::make_unique<store_loop<T, E>>(e, dst.data(), n);
+  if (!l->prepare(dst.shape())) return false;
+  group.add(std::move(l), n);
+  return true;
+}
+
+// Queues the sum or mean of every element of e (out: one element, of the reduction's shape).
+template <class Op, element T, expression E>
+requires(std::is_same_v<Op, ops::reduce_sum> || std::is_same_v<Op, ops::reduce_mean>)
+    std::optional<array<T>> queue_total(fused_group& group, E const& e,
+                                        zenith::shape const& out_shape) {
+  zenith::shape s = e.shape();
+  std::int64_t n = std::int64_t(s.numel());
+  if (n == 0 || out_shape.numel() != 1 || (!group.empty() && group.size() != n))
+    return std::nullopt;
+  auto l = std::make_unique<reduce_loop<Op, T, E>>(e, nullptr, n);
+  if (!l->prepare(s)) return std::nullopt;
+  auto out = array<T>::empty(out_shape);
+  l->set_output(out.data());
+  group.add(std::move(l), n);
+  return out;
+}
+
+}  // namespace zenith::detail
