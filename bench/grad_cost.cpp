@@ -1,6 +1,6 @@
 // bench/grad_cost: what a gradient costs next to the forward pass, in one process.
 //
-//   grad_cost [threads] [reps]      (defaults: hardware threads, 21 reps)
+//   grad_cost [threads] [reps] [log2 n]   (defaults: hardware threads, 21 reps, 22)
 //
 // f(a, b, c) = sum(a * sin(b) + exp(-c * c)) on n = 2^22 floats each, four ways:
 //   zenith forward    zn::eval(f(a, b, c))
@@ -14,52 +14,19 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <random>
 #include <thread>
 #include <vector>
 #include <zenith/zenith.hpp>
 
+#include "timing.hpp"
+
 namespace zn = zenith;
 
 namespace {
-
-using clock_type = std::chrono::steady_clock;
-
-double ms_since(clock_type::time_point t0) {
-  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-}
-
-void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
-
-// Median and fastest time of each body; timed runs go round-robin after two warm-ups each, so
-// load from other processes falls on all alike.
-std::vector<std::pair<double, double>> time_ms(int reps,
-                                               std::vector<std::function<void()>> const& fs) {
-  for (auto const& f : fs) {
-    f();
-    f();
-    settle();
-  }
-  std::vector<std::vector<double>> t(fs.size());
-  for (int r = 0; r < reps; ++r)
-    for (std::size_t k = 0; k < fs.size(); ++k) {
-      auto t0 = clock_type::now();
-      fs[k]();
-      t[k].push_back(ms_since(t0));
-      settle();
-    }
-  std::vector<std::pair<double, double>> out;
-  for (auto& v : t) {
-    std::sort(v.begin(), v.end());
-    out.push_back({v[v.size() / 2], v.front()});
-  }
-  return out;
-}
 
 volatile float sink_value;
 
@@ -71,7 +38,8 @@ int main(int argc, char** argv) {
   zn::set_num_threads(std::size_t(threads));
   omp_set_num_threads(threads);
 
-  std::size_t const n = std::size_t(1) << (argc > 3 ? std::atoi(argv[3]) : 22);
+  int const log2n = argc > 3 ? std::atoi(argv[3]) : 22;
+  std::size_t const n = std::size_t(1) << log2n;
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> d(-1.f, 1.f);
   auto a = zn::array<float>::empty({n}), b = zn::array<float>::empty({n}),
@@ -105,51 +73,51 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  auto results = time_ms(reps, {
-                                   [&] { sink_value = zn::eval(f(a, b, c)).item(); },
-                                   [&] {
-                                     auto r = vg(a, b, c);
-                                     sink_value = r.first.item();
-                                   },
-                                   [&] {
-                                     double s = 0;
+  auto results = bench::median_ms(
+      reps, bench::impls_of({
+                [&] { sink_value = zn::eval(f(a, b, c)).item(); },
+                [&] {
+                  auto r = vg(a, b, c);
+                  sink_value = r.first.item();
+                },
+                [&] {
+                  double s = 0;
 #pragma omp parallel for simd reduction(+ : s)
-                                     for (std::size_t i = 0; i < n; ++i)
-                                       s += pa[i] * std::sin(pb[i]) + std::exp(-pc[i] * pc[i]);
-                                     sink_value = float(s);
-                                   },
-                                   [&] {
-                                     double s = 0;
+                  for (std::size_t i = 0; i < n; ++i)
+                    s += pa[i] * std::sin(pb[i]) + std::exp(-pc[i] * pc[i]);
+                  sink_value = float(s);
+                },
+                [&] {
+                  double s = 0;
 #pragma omp parallel for simd reduction(+ : s)
-                                     for (std::size_t i = 0; i < n; ++i) {
-                                       float sb = std::sin(pb[i]), cb = std::cos(pb[i]),
-                                             e = std::exp(-pc[i] * pc[i]);
-                                       s += pa[i] * sb + e;
-                                       qa[i] = sb;
-                                       qb[i] = pa[i] * cb;
-                                       qc[i] = -2 * pc[i] * e;
-                                     }
-                                     sink_value = float(s);
-                                   },
-                                   [&] {  // STREAM triad: t1 = t2 + 3 t3
-                                     float *x = t1.data(), *y = t2.data(), *z = t3.data();
+                  for (std::size_t i = 0; i < n; ++i) {
+                    float sb = std::sin(pb[i]), cb = std::cos(pb[i]), e = std::exp(-pc[i] * pc[i]);
+                    s += pa[i] * sb + e;
+                    qa[i] = sb;
+                    qb[i] = pa[i] * cb;
+                    qc[i] = -2 * pc[i] * e;
+                  }
+                  sink_value = float(s);
+                },
+                [&] {  // STREAM triad: t1 = t2 + 3 t3
+                  float *x = t1.data(), *y = t2.data(), *z = t3.data();
 #pragma omp parallel for simd
-                                     for (std::size_t i = 0; i < n; ++i) x[i] = y[i] + 3.f * z[i];
-                                   },
-                               });
+                  for (std::size_t i = 0; i < n; ++i) x[i] = y[i] + 3.f * z[i];
+                },
+            }));
 
-  double triad_gbs = 3.0 * n * sizeof(float) / (results[4].first * 1e6);
-  std::printf("grad_cost: n = 2^22 floats, %d threads, median of %d (ms)\n", threads, reps);
+  double triad_gbs = 3.0 * n * sizeof(float) / (results[4].median * 1e6);
+  std::printf("grad_cost: n = 2^%d floats, %d threads, median of %d (ms)\n", log2n, threads, reps);
   std::printf("  %-16s %9s %9s\n", "", "median", "best");
   char const* names[] = {"zenith forward", "zenith grad", "openmp forward", "openmp grad"};
   for (int k = 0; k < 4; ++k)
-    std::printf("  %-16s %9.3f %9.3f\n", names[k], results[k].first, results[k].second);
+    std::printf("  %-16s %9.3f %9.3f\n", names[k], results[k].median, results[k].min);
   std::printf("  triad bandwidth  %.1f GB/s\n", triad_gbs);
   std::printf("ratios (medians):\n");
   std::printf("  zenith grad / zenith forward   %.2f   (target <= 2.5)\n",
-              results[1].first / results[0].first);
-  std::printf("  openmp grad / openmp forward   %.2f\n", results[3].first / results[2].first);
-  std::printf("  zenith grad / openmp grad      %.2f\n", results[1].first / results[3].first);
-  std::printf("  zenith forward / openmp forward %.2f\n", results[0].first / results[2].first);
+              results[1].median / results[0].median);
+  std::printf("  openmp grad / openmp forward   %.2f\n", results[3].median / results[2].median);
+  std::printf("  zenith grad / openmp grad      %.2f\n", results[1].median / results[3].median);
+  std::printf("  zenith forward / openmp forward %.2f\n", results[0].median / results[2].median);
   return 0;
 }

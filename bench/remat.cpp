@@ -15,7 +15,6 @@
 // configuration with the same FLOPs (width 256, batch 4096) has activations, not weights,
 // dominating memory: there the step's peak shows the saving too.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,41 +24,13 @@
 #include <vector>
 #include <zenith/zenith.hpp>
 
+#include "timing.hpp"
+
 namespace zn = zenith;
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
 using A = zn::array<float>;
-
-double ms_since(clock_type::time_point t0) {
-  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-}
-
-void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
-
-std::vector<std::pair<double, double>> time_ms(int reps,
-                                               std::vector<std::function<void()>> const& fs) {
-  for (auto const& f : fs) {
-    f();
-    f();
-    settle();
-  }
-  std::vector<std::vector<double>> t(fs.size());
-  for (int r = 0; r < reps; ++r)
-    for (std::size_t k = 0; k < fs.size(); ++k) {
-      auto t0 = clock_type::now();
-      fs[k]();
-      t[k].push_back(ms_since(t0));
-      settle();
-    }
-  std::vector<std::pair<double, double>> out;
-  for (auto& v : t) {
-    std::sort(v.begin(), v.end());
-    out.push_back({v[v.size() / 2], v.front()});
-  }
-  return out;
-}
 
 // One layer: returns the expression, materialized by the loop that calls it (one tape entry).
 struct layer {
@@ -143,7 +114,7 @@ int run(std::size_t depth, std::size_t width, std::size_t batch,
 
   std::vector<std::function<void()>> bodies;
   for (auto const& step : steps) bodies.push_back([&step] { sink_value = step().first.item(); });
-  auto t = time_ms(reps, bodies);
+  auto t = bench::median_ms(reps, bench::impls_of(bodies));
 
   std::printf("remat: %zu layers, width %zu, batch %zu, float, %d threads, %d reps\n", depth, width,
               batch, threads, reps);
@@ -162,8 +133,8 @@ int run(std::size_t depth, std::size_t width, std::size_t batch,
     else
       std::snprintf(name, sizeof name, "%zu", variants[k]);
     std::printf("| %s | %.1f | %.1f | %.1f | %.1f | %.3f | %.3f | %.3f |\n", name, mib(kept[k]),
-                mib(peak[k]), t[k].first, t[k].second, double(kept[k]) / double(kept[0]),
-                double(peak[k]) / double(peak[0]), t[k].first / t[0].first);
+                mib(peak[k]), t[k].median, t[k].min, double(kept[k]) / double(kept[0]),
+                double(peak[k]) / double(peak[0]), t[k].median / t[0].median);
   }
   std::printf("\n");
   return 0;
