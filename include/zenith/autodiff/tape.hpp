@@ -54,11 +54,12 @@ class cotangents {
       if (!st_->reads_traced(b)) return;
       auto& slot = slots<T>()[b];
       if (slot) {
-        // A further read: added in place, in the same pass that computes it. A running sum
-        // still queued (so private to this store) takes the addition in the same group.
+        // A further read: added in place, in the same pass that computes it. A running sum the
+        // group allocated is private to this store: the addition joins the group too.
         if (queued_.contains(slot->storage().get())) {
           make_room(std::int64_t(slot->size()));
-          if (zenith::detail::queue_store_into(group_, *slot, *slot + ct)) return;
+          zenith::detail::store_into(group_, *slot, *slot + ct);
+          return;
         }
         flush();
         zenith::detail::assign_rebind_untraced(*slot, *slot + ct, true);
@@ -117,7 +118,7 @@ class cotangents {
 
   zenith::detail::trace_state const* st_;
   zenith::detail::fused_group group_;
-  std::unordered_set<buffer const*> queued_;  // outputs of the group's loops, not yet computed
+  std::unordered_set<buffer const*> queued_;  // slots the group allocated (private to this store)
   std::tuple<slot_map<float>, slot_map<double>, slot_map<bfloat16>, slot_map<float16>> slots_;
 };
 

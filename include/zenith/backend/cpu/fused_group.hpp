@@ -194,17 +194,17 @@ class reduce_loop final : public fused_group::loop {
     s = red::block_a<Op, K, false, false>(ev, g_, idx.data(), lo, hi);
   }
 
+  // The block results combined in reduce.hpp's pairwise tree (split at lo + (hi - lo) / 2, cut
+  // all the way down to single blocks).
   void finish() override {
-    *out_ = T(Op::finalize(tree(0, std::int64_t(blocks_.size())), std::size_t(g_.count)));
+    std::size_t k = 0;
+    auto& s = red::combine_tasks(0, std::int64_t(blocks_.size()), max_depth, blocks_.data(), k,
+                                 [](auto& a, auto const& b) { a = K::merge(a, b); });
+    *out_ = T(Op::finalize(s, std::size_t(g_.count)));
   }
 
  private:
-  // The pairwise tree of reduce.hpp's tree_a: split at lo + (hi - lo) / 2.
-  typename K::state tree(std::int64_t lo, std::int64_t hi) const {
-    if (hi - lo == 1) return blocks_[std::size_t(lo)];
-    std::int64_t mid = lo + (hi - lo) / 2;
-    return K::merge(tree(lo, mid), tree(mid, hi));
-  }
+  static constexpr std::size_t max_depth = 64;  // deeper than any tree of blocks
 
   E expr_;
   Ev ev_;
@@ -232,15 +232,19 @@ std::pair<array<T>, bool> store_or_evaluate(fused_group& group, E const& e) {
   return {std::move(out), false};
 }
 
-// Queues dst = e in place: e has dst's shape and reads dst only at the same index.
+// dst = e in place (e has dst's shape and reads dst only at the same index): queued when e can
+// join the group, else run now, after what the group holds (dst may be one of its outputs).
+// Either way e's evaluator, and so any barrier inside e, is built once.
 template <element T, expression E>
-bool queue_store_into(fused_group& group, array<T>& dst, E const& e) {
+void store_into(fused_group& group, array<T>& dst, E const& e) {
   std::int64_t n = std::int64_t(dst.size());
-  if (n == 0 || e.shape() != dst.shape() || (!group.empty() && group.size() != n)) return false;
   auto l = std::make_unique<store_loop<T, E>>(e, dst.data(), n);
-  if (!l->prepare(dst.shape())) return false;
-  group.add(std::move(l), n);
-  return true;
+  if (n > 0 && (group.empty() || group.size() == n) && l->prepare(dst.shape())) {
+    group.add(std::move(l), n);
+    return;
+  }
+  group.run();
+  l->evaluate_into(dst);
 }
 
 // Queues the sum or mean of every element of e (out: one element, of the reduction's shape).
