@@ -177,7 +177,8 @@ array<value_t<reduce_node<Op, C>>> kept_value(reduce_node<Op, C> const& e,
   using T = value_t<reduce_node<Op, C>>;
   if (value)
     return array<T>::from_buffer(value->storage(), const_cast<T*>(value->data()), kept_shape(e));
-  return zenith::detail::evaluate_untraced<T>(reduce_node<Op, C>(e.child, e.axes, true));
+  return zenith::detail::evaluate_unrecorded<T>(reduce_node<Op, C>(e.child, e.axes, true),
+                                                Op::name);
 }
 }  // namespace detail
 
@@ -193,6 +194,7 @@ requires(std::is_same_v<Op, ops::reduce_max> ||
     if constexpr (detail::differentiable_v<C>) {
       array<T> m = detail::kept_value(e, value);
       auto hit = zenith::detail::as_number<C>(e.child == broadcast_to(m, e.child.shape()));
+      // Piecewise constant: its derivative is zero, so it needs no recording.
       array<T> count = zenith::detail::evaluate_untraced<T>(
           reduce_node<ops::reduce_sum, decltype(hit)>(hit, e.axes, true));
       backward(e.child, zenith::detail::convert<T>(detail::spread(e, ct) * hit / count), sink);
@@ -218,11 +220,12 @@ auto prod_partial(reduce_node<ops::reduce_prod, C> const& e, array<value_t<C>> c
     nonzero_prod = p;
   } else {
     auto is_zero = zenith::detail::as_number<C>(e.child == T(0));
-    zeros_in = zenith::detail::evaluate_untraced<T>(
+    zeros_in = zenith::detail::evaluate_untraced<T>(  // piecewise constant
         reduce_node<ops::reduce_sum, decltype(is_zero)>(is_zero, e.axes, true));
     auto nonzero = where(e.child == T(0), T(1), e.child);
-    nonzero_prod = zenith::detail::evaluate_untraced<T>(
-        reduce_node<ops::reduce_prod, decltype(nonzero)>(nonzero, e.axes, true));
+    nonzero_prod = zenith::detail::evaluate_unrecorded<T>(
+        reduce_node<ops::reduce_prod, decltype(nonzero)>(nonzero, e.axes, true),
+        "prod over a group with a zero");
   }
   return where(e.child == T(0), where(zeros_in == T(1), nonzero_prod, T(0)),
                where(zeros_in == T(0), nonzero_prod / e.child, T(0)));
@@ -268,7 +271,7 @@ struct reverse<softmax_node<Op, E>> {
   static void run(softmax_node<Op, E> const& e, G const& ct, Sink& sink,
                   array<T> const* value = nullptr) {
     if constexpr (detail::differentiable_v<E>) {
-      array<T> y = value ? *value : zenith::detail::evaluate_untraced<T>(e);
+      array<T> y = value ? *value : zenith::detail::evaluate_unrecorded<T>(e, Op::name);
       auto g = share(zenith::detail::convert<T>(ct));
       if constexpr (Op::log)
         backward(e.input(), zenith::detail::convert<value_t<E>>(g - exp(y) * sum(g, e.axis, true)),

@@ -155,7 +155,7 @@ requires(std::is_same_v<Op, ops::reduce_max> ||
                   array<T> const* value = nullptr) {
     array<T> m = detail::kept_value(e, value);
     auto hit = zenith::detail::as_number<C>(e.child == broadcast_to(m, e.child.shape()));
-    array<T> count = zenith::detail::evaluate_untraced<T>(
+    array<T> count = zenith::detail::evaluate_untraced<T>(  // piecewise constant
         reduce_node<ops::reduce_sum, decltype(hit)>(hit, e.axes, true));
     auto w = zenith::detail::convert<T>(tangent_of(e.child, ts) * hit / count);
     return reduce_node<ops::reduce_sum, decltype(w)>(w, e.axes, e.keepdims);
@@ -223,7 +223,7 @@ struct forward<softmax_node<Op, E>> {
   using T = value_t<softmax_node<Op, E>>;
   static auto run(softmax_node<Op, E> const& e, tangents const& ts,
                   array<T> const* value = nullptr) {
-    array<T> y = value ? *value : zenith::detail::evaluate_untraced<T>(e);
+    array<T> y = value ? *value : zenith::detail::evaluate_unrecorded<T>(e, Op::name);
     auto t = share(zenith::detail::convert<T>(tangent_of(e.input(), ts)));
     if constexpr (Op::log)
       return t - sum(exp(y) * t, e.axis, true);

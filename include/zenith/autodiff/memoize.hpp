@@ -1,6 +1,9 @@
 #pragma once
-// memoize(e): the same expression with every barrier (reduction, matmul, softmax, concatenate)
-// evaluated once and held as memo_node. The reverse pass reads a node's value in its rules
+// memoize<Level>(e): the same expression with every barrier (reduction, matmul, softmax,
+// concatenate) evaluated once and held as memo_node. Under a trace (a nested transform's outer
+// level), a barrier that reads traced arrays is recorded there like any materialization, so that
+// the rules that read its value stay differentiable; Level is the expression's derivative level
+// (backend/cpu/evaluate.hpp). The reverse pass reads a node's value in its rules
 // (tanh's derivative is 1 - y * y, with y the node itself; softmax's reads its output); without
 // this, each such read would evaluate the barriers below it again, a GEMM per read. The rebuilt
 // expression keeps every node type's structure, so the reverse rules still see the barrier and its
@@ -30,7 +33,7 @@ struct memo_node : expr_base {
   B node;
   array<value_type> value;
 
-  explicit memo_node(B b) : node(std::move(b)), value(eval_barrier(node)) {}
+  memo_node(B b, array<value_type> v) : node(std::move(b)), value(std::move(v)) {}
   zenith::shape shape() const { return value.shape(); }
   template <class F>
   void for_each_array(F&& f) const {
@@ -47,88 +50,147 @@ struct evaluator_for<memo_node<B>> {
 
 namespace autodiff {
 
-// The structure-preserving rebuild, one specialization per node kind; anything else (leaves,
-// and nodes with no reverse rule) is kept as it is.
+// memoized_t<E>: the type memoize gives E, computed on types alone (the functions below are
+// instantiated per derivative level, and only where they run).
 template <class E>
-struct memoizer {
-  static E const& run(E const& e) { return e; }
+struct memoized {
+  using type = E;
+};
+template <class E>
+using memoized_t = typename memoized<std::remove_cvref_t<E>>::type;
+
+template <class Op, class... Cs>
+struct memoized<map_node<Op, Cs...>> {
+  using type = map_node<Op, memoized_t<Cs>...>;
+};
+template <class V, class C>
+struct memoized<view_node<V, C>> {
+  using type = view_node<V, memoized_t<C>>;
+};
+template <class C>
+struct memoized<reshape_node<C>> {
+  using type = reshape_node<memoized_t<C>>;
+};
+template <class Op, class C>
+struct memoized<reduce_node<Op, C>> {
+  using type = memo_node<reduce_node<Op, memoized_t<C>>>;
+};
+template <class A, class B>
+struct memoized<matmul_node<A, B>> {
+  using type = memo_node<matmul_node<memoized_t<A>, memoized_t<B>>>;
+};
+template <class Op, class E>
+struct memoized<softmax_node<Op, E>> {
+  using type = memo_node<softmax_node<Op, memoized_t<E>>>;
+};
+template <class Op, class E>
+struct memoized<concat_node<Op, std::vector<E>>> {
+  using type = memo_node<concat_node<Op, std::vector<memoized_t<E>>>>;
+};
+template <class Op, class... Es>
+struct memoized<concat_node<Op, std::tuple<Es...>>> {
+  using type = memo_node<concat_node<Op, std::tuple<memoized_t<Es>...>>>;
 };
 
-template <class E>
-decltype(auto) memoize(E const& e) {
-  return memoizer<E>::run(e);
+// Barrier b held with its value, evaluated as a level-Level expression.
+template <int Level, class B>
+memo_node<B> memo(B b) {
+  auto v = zenith::detail::evaluate_for_rules<value_t<B>, Level>(b);
+  return memo_node<B>(std::move(b), std::move(v));
 }
-template <class E>
-using memoized_t = std::remove_cvref_t<decltype(memoize(std::declval<E const&>()))>;
 
-// The value of a memoized expression: a barrier at the root is already evaluated.
-template <class M>
-array<value_t<M>> memoized_value(M const& m) {
-  if constexpr (requires { m.value; })
-    return m.value;
-  else
-    return zenith::detail::evaluate_untraced<value_t<M>>(m);
+// The structure-preserving rebuild of a level-Level expression into memoized_t<E>; anything
+// else (leaves, and nodes with no reverse rule) is kept as it is. The return types are spelled
+// out, so that naming one instantiates nothing.
+template <class E>
+struct memoizer {
+  template <int Level>
+  static E const& run(E const& e) {
+    return e;
+  }
+};
+
+template <int Level = 0, class E>
+decltype(auto) memoize(E const& e) {
+  return memoizer<E>::template run<Level>(e);
 }
 
 template <class Op, class... Cs>
 struct memoizer<map_node<Op, Cs...>> {
-  static auto run(map_node<Op, Cs...> const& e) {
-    return std::apply(
-        [](auto const&... c) { return map_node<Op, memoized_t<Cs>...>(memoize(c)...); },
-        e.children);
+  using M = memoized_t<map_node<Op, Cs...>>;
+  template <int Level>
+  static M run(map_node<Op, Cs...> const& e) {
+    return std::apply([](auto const&... c) { return M(memoize<Level>(c)...); }, e.children);
   }
 };
 template <class V, class C>
 struct memoizer<view_node<V, C>> {
-  static auto run(view_node<V, C> const& e) {
-    return view_node<V, memoized_t<C>>(memoize(e.child), e.view);
+  template <int Level>
+  static memoized_t<view_node<V, C>> run(view_node<V, C> const& e) {
+    return memoized_t<view_node<V, C>>(memoize<Level>(e.child), e.view);
   }
 };
 template <class C>
 struct memoizer<reshape_node<C>> {
-  static auto run(reshape_node<C> const& e) {
-    return reshape_node<memoized_t<C>>(memoize(e.child), e.shape());
+  template <int Level>
+  static memoized_t<reshape_node<C>> run(reshape_node<C> const& e) {
+    return memoized_t<reshape_node<C>>(memoize<Level>(e.child), e.shape());
   }
 };
 template <class Op, class C>
 struct memoizer<reduce_node<Op, C>> {
-  static auto run(reduce_node<Op, C> const& e) {
-    return memo_node(reduce_node<Op, memoized_t<C>>(memoize(e.child), e.axes, e.keepdims));
+  template <int Level>
+  static memoized_t<reduce_node<Op, C>> run(reduce_node<Op, C> const& e) {
+    return memo<Level>(reduce_node<Op, memoized_t<C>>(memoize<Level>(e.child), e.axes, e.keepdims));
   }
 };
 template <class A, class B>
 struct memoizer<matmul_node<A, B>> {
-  static auto run(matmul_node<A, B> const& e) {
-    return memo_node(matmul_node<memoized_t<A>, memoized_t<B>>(memoize(e.lhs()), memoize(e.rhs())));
+  template <int Level>
+  static memoized_t<matmul_node<A, B>> run(matmul_node<A, B> const& e) {
+    return memo<Level>(matmul_node<memoized_t<A>, memoized_t<B>>(memoize<Level>(e.lhs()),
+                                                                 memoize<Level>(e.rhs())));
   }
 };
-
 template <class Op, class E>
 struct memoizer<softmax_node<Op, E>> {
-  static auto run(softmax_node<Op, E> const& e) {
-    return memo_node(softmax_node<Op, memoized_t<E>>(memoize(e.input()), int(e.axis)));
+  template <int Level>
+  static memoized_t<softmax_node<Op, E>> run(softmax_node<Op, E> const& e) {
+    return memo<Level>(softmax_node<Op, memoized_t<E>>(memoize<Level>(e.input()), int(e.axis)));
   }
 };
 template <class Op, class E>
 struct memoizer<concat_node<Op, std::vector<E>>> {
-  static auto run(concat_node<Op, std::vector<E>> const& e) {
+  template <int Level>
+  static memoized_t<concat_node<Op, std::vector<E>>> run(concat_node<Op, std::vector<E>> const& e) {
     std::vector<memoized_t<E>> parts;
     parts.reserve(e.parts.size());
-    for (auto const& p : e.parts) parts.push_back(memoize(p));
-    return memo_node(concat_node<Op, std::vector<memoized_t<E>>>(std::move(parts), int(e.axis)));
+    for (auto const& p : e.parts) parts.push_back(memoize<Level>(p));
+    return memo<Level>(concat_node<Op, std::vector<memoized_t<E>>>(std::move(parts), int(e.axis)));
   }
 };
 template <class Op, class... Es>
 struct memoizer<concat_node<Op, std::tuple<Es...>>> {
-  static auto run(concat_node<Op, std::tuple<Es...>> const& e) {
-    return memo_node(std::apply(
+  template <int Level>
+  static memoized_t<concat_node<Op, std::tuple<Es...>>> run(
+      concat_node<Op, std::tuple<Es...>> const& e) {
+    return memo<Level>(std::apply(
         [&](auto const&... p) {
           return concat_node<Op, std::tuple<memoized_t<Es>...>>(
-              std::tuple<memoized_t<Es>...>(memoize(p)...), int(e.axis));
+              std::tuple<memoized_t<Es>...>(memoize<Level>(p)...), int(e.axis));
         },
         e.parts));
   }
 };
+
+// The value of a memoized expression: a barrier at the root is already evaluated.
+template <int Level = 0, class M>
+array<value_t<M>> memoized_value(M const& m) {
+  if constexpr (requires { m.value; })
+    return m.value;
+  else
+    return zenith::detail::evaluate_for_rules<value_t<M>, Level>(m);
+}
 
 }  // namespace autodiff
 }  // namespace zenith

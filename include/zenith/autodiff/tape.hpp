@@ -36,17 +36,43 @@ namespace zenith::autodiff {
 // inputs, when one is first read (take) or on flush.
 class cotangents {
  public:
+  // The derivative level of the cotangents this sink is given (backend/cpu/evaluate.hpp):
+  // those of a function's result and of entries recorded from user code are level 1.
+  static constexpr int level = 1;
+
   explicit cotangents(zenith::detail::trace_state const& st) : st_(&st) {}
 
   template <class Leaf, class G>
   void operator()(Leaf const& leaf, G const& ct) {
+    add<level>(leaf, ct);
+  }
+
+  // Adds ct, a level-Level expression, to the cotangent of leaf.
+  template <int Level, class Leaf, class G>
+  void add(Leaf const& leaf, G const& ct) {
+    if constexpr (is_array_v<Leaf> && floating_element<value_t<Leaf>>) {
+      // An outer transform traces this pass (higher order): every cotangent is evaluated where
+      // that trace records it, one at a time. Deeper cotangents exist only then.
+      if constexpr (zenith::detail::max_recorded_level >= 1) {
+        if (Level > 1 || zenith::detail::active_trace()) {
+          add_recorded<Level>(leaf, ct);
+          return;
+        }
+      }
+    }
+    if constexpr (Level <= 1) add_grouped(leaf, ct);
+  }
+
+ private:
+  template <class Leaf, class G>
+  void add_grouped(Leaf const& leaf, G const& ct) {
     if constexpr (is_sum_to_node_v<G>) {
       // Nothing to sum: the child is the cotangent. Else one loop over the child, then a
       // reduction shared by every cotangent of the type.
       if (!ct.reduces()) {
-        (*this)(leaf, ct.child);
+        add_grouped(leaf, ct.child);
       } else if (st_->reads_traced(leaf.storage().get())) {
-        (*this)(leaf, zenith::detail::evaluate_sum_to(ct));
+        add_grouped(leaf, zenith::detail::evaluate_sum_to(ct));
       }
     } else if constexpr (is_array_v<Leaf> && floating_element<value_t<Leaf>>) {
       using T = value_t<Leaf>;
@@ -76,6 +102,7 @@ class cotangents {
     }
   }
 
+ public:
   // Queues the sum or mean of all of e with the cotangents (the value a gradient comes with);
   // nullopt when e cannot join a group. The result is computed on flush.
   template <class Op, element T, expression E>
@@ -111,6 +138,19 @@ class cotangents {
     return std::get<slot_map<T>>(slots_);
   }
 
+  // The cotangent evaluated on its own, then added as an array: one sum type per element type.
+  template <int Level, class Leaf, class G>
+  void add_recorded(Leaf const& leaf, G const& ct) {
+    using T = value_t<Leaf>;
+    if (!st_->reads_traced(leaf.storage().get())) return;
+    auto& slot = slots<T>()[leaf.storage().get()];
+    array<T> c = zenith::detail::evaluate_at_level<T, Level>(ct);
+    if (slot)
+      slot = zenith::detail::evaluate_at_level<T, 1>(*slot + c);
+    else
+      slot = std::move(c);
+  }
+
   // A group holds loops of one size: one of another size runs it first.
   void make_room(std::int64_t n) {
     if (!group_.empty() && group_.size() != n) flush();
@@ -137,40 +177,59 @@ inline void pull_tape(zenith::detail::trace_state& st, cotangents& cts, tape_use
   }
 }
 
+// The sink of a level-Level entry's reverse pass: cts, told that the cotangents it gets are one
+// level deeper than the entry's expression.
+template <int Level>
+struct sink_at {
+  static constexpr int level = Level;
+  cotangents& cts;
+  template <class Leaf, class G>
+  void operator()(Leaf const& leaf, G const& ct) {
+    cts.template add<Level>(leaf, ct);
+  }
+};
+
 }  // namespace zenith::autodiff
 
 namespace zenith::detail {
 
-// A recorded materialization: the memoized expression M of element type T.
-template <class T, class M>
+// A recorded materialization: the memoized expression M of element type T, a level-Level
+// expression.
+template <class T, class M, int Level>
 struct recorded_expression final : tape_entry {
   M expr;
   explicit recorded_expression(M m) : expr(std::move(m)) {}
   void pull(autodiff::cotangents& cts) override {
-    if (auto ct = cts.take<T>(out.get())) autodiff::backward(expr, *ct, cts);
+    if (auto ct = cts.take<T>(out.get())) {
+      autodiff::sink_at<Level + 1> sink{cts};
+      autodiff::backward(expr, *ct, sink);
+    }
   }
 };
 
 #ifndef ZENITH_NO_TAPE
-template <element T, expression E>
+template <element T, int Level, expression E>
 array<T> record_materialization(E const& e) {
-  trace_state* t = active_trace();
-  trace_scope off(nullptr);  // evaluation below (barriers included) is not recorded again
+  // The level that records e: the innermost one that reads it. What it evaluates for e (e's
+  // barriers, its value, its tangent) runs under its parent, which records that in turn.
+  trace_state* t = innermost_reader(e);
+  trace_scope outer(t->parent);
   if constexpr (!floating_element<T> || !floating_element<value_t<E>>) {
     return evaluate_fresh<T>(e);  // no gradient flows through integers or masks
   } else {
     auto x = convert<T>(e);
     if (t->forward) {
       // Forward mode: the value and its tangent, computed now; nothing to keep.
-      auto m = autodiff::memoize(x);
-      array<T> value = autodiff::memoized_value(m);
-      t->forward->set(value.storage(), evaluate_untraced<T>(autodiff::tangent_of(m, *t->forward)));
+      auto m = autodiff::memoize<Level>(x);
+      array<T> value = autodiff::memoized_value<Level>(m);
+      t->forward->set(value.storage(),
+                      evaluate_for_rules<T, Level + 1>(autodiff::tangent_of(m, *t->forward)));
       t->traced.insert(value.storage().get());
       return value;
     }
     using M = autodiff::memoized_t<decltype(x)>;
-    auto entry = std::make_unique<recorded_expression<T, M>>(autodiff::memoize(x));
-    array<T> value = autodiff::memoized_value(entry->expr);
+    auto entry = std::make_unique<recorded_expression<T, M, Level>>(autodiff::memoize<Level>(x));
+    array<T> value = autodiff::memoized_value<Level>(entry->expr);
     entry->out = value.storage();
     t->traced.insert(value.storage().get());
     t->tape.push_back(std::move(entry));
@@ -178,5 +237,26 @@ array<T> record_materialization(E const& e) {
   }
 }
 #endif
+
+// A transform that starts under another one passes each traced argument to its function as a
+// fresh alias (transforms/grad.hpp). Every enclosing level that traces the original array
+// traces the alias too, as the identity of the original: reverse levels record an entry that
+// hands the alias's cotangent to the original, forward levels give it the original's tangent.
+template <element T>
+void trace_alias(trace_state* outer, array<T> const& original,
+                 std::shared_ptr<buffer> const& alias) {
+  for (trace_state* t = outer; t; t = t->parent) {
+    if (!t->reads_traced(original.storage().get())) continue;
+    if (t->forward) {
+      if (array<T> const* tangent = t->forward->template find<T>(original.storage().get()))
+        t->forward->set(alias, *tangent);
+    } else if constexpr (floating_element<T>) {
+      auto entry = std::make_unique<recorded_expression<T, array<T>, 0>>(original);
+      entry->out = alias;
+      t->tape.push_back(std::move(entry));
+    }
+    t->traced.insert(alias.get());
+  }
+}
 
 }  // namespace zenith::detail

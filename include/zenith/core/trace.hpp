@@ -7,6 +7,12 @@
 // backward is the expression's static reverse pass. An untraced array pays one pointer test.
 //
 // The state is thread-local: evaluation worker threads never see it, so they never record.
+//
+// Transforms nest (grad of grad, jvp of grad): each running transform is a level whose `parent`
+// is the transform that was tracing when it started. The work a level does for its own
+// derivatives (evaluating a recorded value, a tangent, a cotangent) runs with its parent as the
+// active trace, so the parent records that work in turn: a backward pass run under an outer
+// trace is itself differentiable.
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -35,6 +41,7 @@ struct trace_state {
   std::unordered_set<buffer const*> traced;
   std::vector<std::unique_ptr<tape_entry>> tape;  // in recording order (reverse mode)
   autodiff::tangents* forward = nullptr;          // forward mode (jvp): tangents, no tape
+  trace_state* parent = nullptr;                  // the enclosing transform's trace, if nested
 
   bool reads_traced(buffer const* b) const { return traced.count(b) != 0; }
 };
@@ -57,14 +64,27 @@ class trace_scope {
   trace_state* saved_;
 };
 
-// True if a trace is active and expression e reads one of its traced buffers.
+// True if expression e reads a buffer that trace t traces.
+template <class E>
+bool reads_traced_by(trace_state const& t, E const& e) {
+  bool hit = false;
+  e.for_each_array([&](auto const& a) { hit = hit || t.reads_traced(a.storage().get()); });
+  return hit;
+}
+
+// The innermost active level (the active trace or one it is nested in) whose traced buffers e
+// reads; nullptr if none does, or no trace is active.
+template <class E>
+trace_state* innermost_reader(E const& e) {
+  for (trace_state* t = active_trace(); t; t = t->parent)
+    if (reads_traced_by(*t, e)) return t;
+  return nullptr;
+}
+
+// True if a trace is active and expression e reads one of its traced buffers (at any level).
 template <class E>
 bool reads_traced(E const& e) {
-  trace_state const* t = active_trace();
-  if (!t) return false;
-  bool hit = false;
-  e.for_each_array([&](auto const& a) { hit = hit || t->reads_traced(a.storage().get()); });
-  return hit;
+  return active_trace() && innermost_reader(e);
 }
 
 }  // namespace zenith::detail

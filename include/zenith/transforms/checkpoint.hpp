@@ -94,7 +94,9 @@ struct checkpoint_fn {
                   "zenith::checkpoint: the function must return an array expression");
     using T = value_t<Out>;
     trace_state* st = active_trace();
-    if (!st || st->forward) return evaluate_as<T>((*f)(args...));
+    // Forward mode keeps nothing to drop; under nested transforms the outer levels record f's
+    // work as it runs, so it is not recomputed (a correct gradient, without the memory saving).
+    if (!st || st->forward || st->parent) return evaluate_as<T>((*f)(args...));
 
     std::vector<std::unique_ptr<tape_entry>> recorded;
     array<T> out;

@@ -187,6 +187,10 @@ struct custom_vjp_fn {
       throw value_error("custom_vjp under " + st->transform +
                         ": the function has no forward-mode rule (custom_vjp defines its vjp "
                         "only)");
+    if (st->parent)
+      throw value_error("custom_vjp under " + st->transform + " inside " + st->parent->transform +
+                        ": a user rule cannot be differentiated again (higher-order "
+                        "derivatives through custom_vjp are not supported)");
 
     // fwd with the arguments untraced and a private tape: all it may record is a read of an
     // array traced through a closure, which the rule would miss.

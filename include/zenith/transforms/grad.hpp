@@ -23,6 +23,7 @@
 #include "../autodiff/backward.hpp"
 #include "../autodiff/tape.hpp"
 #include "../core/creation.hpp"
+#include "../core/tensor.hpp"
 #include "../core/trace.hpp"
 #include "../core/tree.hpp"
 
@@ -54,18 +55,26 @@ constexpr std::size_t argnum_slot() {
   return j;
 }
 
-// A transform started while another is tracing (grad of grad, or grad inside a function given
-// to jvp) would evaluate its derivatives outside the outer trace, which would then see them as
-// constants: a silent zero. Until trace levels exist, that is an error.
-inline void refuse_nested(char const* transform) {
-  if (trace_state const* outer = active_trace())
-    throw value_error(std::string(transform) + " inside " + outer->transform +
-                      ": higher-order differentiation of arrays is not supported yet (it would "
-                      "give wrong, zero derivatives)");
+// The trace of a transform that starts now: nested in the active one, if any (grad of grad, jvp
+// of grad), which then records the new transform's work (core/trace.hpp).
+inline void check_nesting_compiled_in(char const* transform) {
+  if constexpr (max_recorded_level == 0)
+    if (trace_state const* outer = active_trace())
+      throw value_error(std::string(transform) + " inside " + outer->transform +
+                        ": differentiating a derivative of arrays needs ZENITH_HIGHER_ORDER "
+                        "defined in every translation unit (see docs/autodiff.md)");
+}
+
+inline trace_state nested_trace(char const* transform) {
+  check_nesting_compiled_in(transform);
+  trace_state st{transform, {}, {}};
+  st.parent = active_trace();
+  return st;
 }
 
 // The argument as the traced function sees it: a copy of the tree whose every array is an
-// alias of itself (same memory) under a fresh buffer identity, marked traced.
+// alias of itself (same memory) under a fresh buffer identity, marked traced. Enclosing levels
+// that trace the array trace the alias as the array itself.
 template <class Tree>
 Tree traced_tree(Tree const& tree, trace_state& st, char const* transform) {
   Tree t = tree;
@@ -77,6 +86,7 @@ Tree traced_tree(Tree const& tree, trace_state& st, char const* transform) {
                         "(default-constructed)");
     auto b = buffer::alias(a.storage());
     st.traced.insert(b.get());
+    if (st.parent) trace_alias(st.parent, a, b);
     a = A::from_buffer(std::move(b), a.data(), a.shape());
   });
   return t;
@@ -128,7 +138,11 @@ array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts
     auto child = autodiff::memoize(out.child);
     reduce_node<Op, std::remove_cvref_t<decltype(child)>> top(std::move(child), out.axes,
                                                               out.keepdims);
-    std::optional<array<T>> value = cts.template queue_total<Op, T>(top.child, out.shape());
+    std::optional<array<T>> value;
+    if (active_trace())  // nested: the enclosing transform records the value
+      value = evaluate_for_rules<T, 0>(top);
+    else
+      value = cts.template queue_total<Op, T>(top.child, out.shape());
     if (!value) value = eval_barrier(top);
     // The seed reaches every element as one constant, 1 for a sum and 1/n for a mean: a number
     // in the loops rather than a broadcast array read at stride 0.
@@ -144,6 +158,10 @@ array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts
   }
 }
 
+// Functions of fixed-size tensors are differentiated with reverse-mode numbers
+// (transforms/jacrev.hpp, which defines value_and_grad_call for this tag).
+struct tensor_grad_tag {};
+
 template <class F, std::size_t... I>
 struct value_and_grad_fn {
   F f;
@@ -153,13 +171,21 @@ struct value_and_grad_fn {
     static_assert(sizeof...(I) >= 1, "zenith::grad: argnums<...> needs at least one argument");
     static_assert(((I < sizeof...(Args)) && ...), "zenith::grad: an argnum is out of range");
     static_assert(distinct_argnums<I...>(), "zenith::grad: an argnum is repeated");
+    if constexpr ((is_tensor_v<std::tuple_element_t<I, std::tuple<Args...>>> && ...))
+      return value_and_grad_call(tensor_grad_tag{}, f, argnums<I...>, args...);
+    else
+      return on_arrays(args...);
+  }
+
+ private:
+  template <class... Args>
+  auto on_arrays(Args const&... args) const {
     auto in = std::forward_as_tuple(args...);
     static_assert((differentiable_tree<std::tuple_element_t<I, decltype(in)>> && ...),
                   "zenith::grad: differentiable arguments must be arrays of a floating type, or "
                   "trees of them (std::vector, std::array, std::tuple, std::map<std::string, ...>, "
                   "ZENITH_FIELDS structs)");
-    refuse_nested("grad");
-    trace_state st{"grad", {}, {}};
+    trace_state st = nested_trace("grad");
     auto traced = std::make_tuple(traced_tree(std::get<I>(in), st, "grad")...);
     auto out = [&]<std::size_t... K>(std::index_sequence<K...>) {
       trace_scope scope(&st);
@@ -183,7 +209,6 @@ struct value_and_grad_fn {
       return std::pair{value, std::move(grads)};
   }
 
- private:
   template <std::size_t K, class In, class Traced>
   static auto const& pick(In const& in, Traced const& traced) {
     constexpr std::size_t slot = argnum_slot<K, I...>();
@@ -215,8 +240,7 @@ template <class F, class... Args>
 auto vjp(F f, Args const&... args) {
   static_assert((differentiable_tree<Args> && ...),
                 "zenith::vjp: arguments must be arrays of a floating type, or trees of them");
-  detail::refuse_nested("vjp");
-  auto st = std::make_shared<detail::trace_state>(detail::trace_state{"vjp", {}, {}});
+  auto st = std::make_shared<detail::trace_state>(detail::nested_trace("vjp"));
   auto traced = std::make_tuple(detail::traced_tree(args, *st, "vjp")...);
   auto out = [&] {
     detail::trace_scope scope(st.get());
@@ -232,7 +256,7 @@ auto vjp(F f, Args const&... args) {
   auto pullback = [st, traced, forward, s = value.shape()](auto const& ct) {
     static_assert(expression<std::remove_cvref_t<decltype(ct)>>,
                   "zenith::vjp: the cotangent must be an array expression");
-    detail::refuse_nested("a vjp pullback");
+    detail::check_nesting_compiled_in("a vjp pullback");
     if (ct.shape() != s)
       throw shape_error("vjp: cotangent of shape " + ct.shape().str() + " for an output of shape " +
                         s.str());

@@ -56,9 +56,8 @@ auto jvp(F f, std::tuple<P...> const& primals, std::tuple<Q...> const& tangents)
                 "zenith::jvp: primals must be arrays of a floating type, or trees of them");
   static_assert((std::is_same_v<std::remove_cvref_t<P>, std::remove_cvref_t<Q>> && ...),
                 "zenith::jvp: each tangent must have its primal's type");
-  detail::refuse_nested("jvp");
   autodiff::tangents ts;
-  detail::trace_state st{"jvp", {}, {}};
+  detail::trace_state st = detail::nested_trace("jvp");
   st.forward = &ts;
   auto traced = [&]<std::size_t... K>(std::index_sequence<K...>) {
     return std::make_tuple(detail::traced_tree(std::get<K>(primals), st, "jvp")...);
@@ -80,7 +79,7 @@ auto jvp(F f, std::tuple<P...> const& primals, std::tuple<Q...> const& tangents)
   using T = value_t<Out>;
   auto const& forward = autodiff::memoize(out);
   array<T> value = autodiff::memoized_value(forward);
-  array<T> tangent = detail::evaluate_untraced<T>(autodiff::tangent_of(forward, ts));
+  array<T> tangent = detail::evaluate_for_rules<T, 1>(autodiff::tangent_of(forward, ts));
   return std::pair{value, tangent};
 }
 

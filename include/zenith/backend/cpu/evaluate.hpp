@@ -5,6 +5,8 @@
 #include <iomanip>
 #include <ostream>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "../../core/trace.hpp"
 #include "../../expr/elementwise.hpp"
@@ -23,16 +25,33 @@ namespace detail {
 // value under a traced buffer. Defined by the autodiff layer (autodiff/tape.hpp), as
 // evaluate_as itself is declared by core/array.hpp and defined here.
 //
+// Level is how many derivatives deep e's type is: 0 for what user code writes, 1 for a tangent
+// or cotangent the rules built from such an expression. Recording a level-L expression compiles
+// its rules, which build level-(L + 1) expressions; so that this stops, expressions are recorded
+// up to level max_recorded_level (second derivatives of arrays) and a deeper one read by a trace
+// is an error (evaluate_at_level), never a silent zero.
+//
 // Each expression type that is ever materialized compiles its reverse pass for the tape, since
-// whether it will be traced is only known at run time. A program that never differentiates
-// through materialized intermediates can define ZENITH_NO_TAPE (consistently in all its
-// translation units, like any macro that changes inline code) to skip that compile time; a
-// materialization under grad is then a clear error instead of a tape entry.
+// whether it will be traced is only known at run time. Two macros change what is compiled, for
+// programs that define them consistently in all their translation units (like any macro that
+// changes inline code):
+// - ZENITH_HIGHER_ORDER: transforms nest on arrays (grad of grad, jvp of grad, hessian). Every
+//   cotangent and tangent type then also compiles its own rules, in case it is differentiated
+//   again, which multiplies the compile time of a gradient by 2.5 or more (and its memory): so it
+//   is opted into. Without it a nested transform is a clear error that names the macro.
+// - ZENITH_NO_TAPE: no differentiation through materialized intermediates at all; such a
+//   materialization under grad is then a clear error instead of a tape entry.
+#ifdef ZENITH_HIGHER_ORDER
+inline constexpr int max_recorded_level = 1;
+#else
+inline constexpr int max_recorded_level = 0;
+#endif
+
 #ifndef ZENITH_NO_TAPE
-template <element T, expression E>
+template <element T, int Level, expression E>
 array<T> record_materialization(E const& e);
 #else
-template <element T, expression E>
+template <element T, int Level, expression E>
 array<T> record_materialization(E const&) {
   throw value_error(active_trace()->transform +
                     ": materializing an expression of a traced argument needs the tape, which "
@@ -71,12 +90,53 @@ array<T> evaluate_untraced(E const& e) {
     return evaluate_fresh<T>(e);
 }
 
+// e as an array, recorded when a trace reads it; e is a level-Level expression (see above).
+template <element T, int Level, expression E>
+array<T> evaluate_at_level(E const& e) {
+  if constexpr (!std::is_same_v<std::remove_cvref_t<E>, array<T>>) {
+    if (reads_traced(e)) {
+      if constexpr (Level <= max_recorded_level)
+        return record_materialization<T, Level>(e);
+      else if constexpr (max_recorded_level == 0)
+        throw value_error(active_trace()->transform +
+                          ": differentiating a derivative of arrays (nested transforms) needs "
+                          "ZENITH_HIGHER_ORDER defined in every translation unit");
+      else
+        throw value_error(active_trace()->transform +
+                          ": derivatives of arrays of order 3 or more are not supported (a "
+                          "derivative of a derivative is being differentiated again)");
+    }
+  }
+  return evaluate_untraced<T>(e);
+}
+
+// What the autodiff layer evaluates for its own rules (a barrier's value, a tangent, a
+// cotangent): recorded by the enclosing transforms when transforms nest. Without
+// ZENITH_HIGHER_ORDER they never nest, so it is never recorded.
+template <element T, int Level, expression E>
+array<T> evaluate_for_rules(E const& e) {
+  if constexpr (max_recorded_level == 0)
+    return evaluate_untraced<T>(e);
+  else
+    return evaluate_at_level<T, Level>(e);
+}
+
+// e as an array, for a derivative rule that reads e's value without recording it. Under a
+// trace that reads e (the rule's result is being differentiated again) that would make e a
+// constant, a silent zero: an error naming the rule instead.
+template <element T, expression E>
+array<T> evaluate_unrecorded(E const& e, std::string_view rule) {
+  if (reads_traced(e))
+    throw value_error(active_trace()->transform + ": the derivative of " + std::string(rule) +
+                      " cannot be differentiated again (higher-order derivatives of it are not "
+                      "supported)");
+  return evaluate_untraced<T>(e);
+}
+
 // e as an array, as user code materializes it: recorded on the tape when a trace reads it.
 template <element T, expression E>
 array<T> evaluate_as(E const& e) {
-  if constexpr (!std::is_same_v<std::remove_cvref_t<E>, array<T>>)
-    if (reads_traced(e)) return record_materialization<T>(e);
-  return evaluate_untraced<T>(e);
+  return evaluate_at_level<T, 0>(e);
 }
 
 template <class E>
@@ -140,7 +200,7 @@ void assign_rebind_untraced(array<T>& dst, E const& e, bool temporary) {
 template <element T, expression E>
 void assign_rebind(array<T>& dst, E const& e, bool temporary) {
   if (reads_traced(e))
-    dst = record_materialization<T>(e);  // a fresh buffer: the old value may still be read
+    dst = record_materialization<T, 0>(e);  // a fresh buffer: the old value may still be read
   else
     assign_rebind_untraced(dst, e, temporary);
 }
@@ -217,7 +277,7 @@ auto eval(E const& e) {
 template <element T, expression E>
 void assign(array<T>& a, E const& e) {
   if (detail::trace_state const* t = detail::active_trace();
-      t && (detail::reads_traced(e) || t->reads_traced(a.storage().get())))
+      t && (detail::reads_traced(e) || detail::reads_traced(a)))
     throw value_error(t->transform +
                       ": assign() writes into an array in place, which a gradient cannot follow; "
                       "rebind instead (a = expr)");
