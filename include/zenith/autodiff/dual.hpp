@@ -473,33 +473,11 @@ std::ostream& operator<<(std::ostream& os, dual<T, N> const& x) {
   return os << "]e";
 }
 
-// The hook the fixed-size elementwise nodes (expr/fixed_ops.hpp) call for an op whose operands
-// include a dual: the operators for + - * / and comparisons, the functions above otherwise.
+// The hook the fixed-size elementwise nodes (expr/fixed_ops.hpp) call for a math function whose
+// operands include a dual (they apply + - * / and comparisons through the operators above).
 template <class Op, class... X>
 requires(is_dual_v<X> || ...) ZENITH_FIXED_INLINE auto number_op(Op, X const&... x) {
-  if constexpr (std::is_same_v<Op, ops::add>)
-    return (x + ...);
-  else if constexpr (std::is_same_v<Op, ops::sub>)
-    return (x - ...);
-  else if constexpr (std::is_same_v<Op, ops::mul>)
-    return (x * ...);
-  else if constexpr (std::is_same_v<Op, ops::div>)
-    return (x / ...);
-  else if constexpr (std::is_same_v<Op, ops::equal>)
-    return (x == ...);
-  else if constexpr (std::is_same_v<Op, ops::not_equal>)
-    return (x != ...);
-  else if constexpr (std::is_same_v<Op, ops::less>)
-    return (x < ...);
-  else if constexpr (std::is_same_v<Op, ops::less_equal>)
-    return (x <= ...);
-  else if constexpr (std::is_same_v<Op, ops::greater>)
-    return (x > ...);
-  else if constexpr (std::is_same_v<Op, ops::greater_equal>)
-    return (x >= ...);
-  else if constexpr (sizeof...(X) == 1 && std::is_same_v<Op, ops::neg>)
-    return [](auto const& a) ZENITH_FIXED_LAMBDA { return -a; }(x...);
-  else if constexpr (sizeof...(X) == 1)
+  if constexpr (sizeof...(X) == 1)
     return detail::dual_unary<Op>(x...);
   else if constexpr (sizeof...(X) == 2)
     return [](auto const& a, auto const& b) ZENITH_FIXED_LAMBDA {

@@ -476,33 +476,11 @@ std::ostream& operator<<(std::ostream& os, rvar<T> const& x) {
   return os << x.v;
 }
 
-// The hook the fixed-size elementwise nodes (expr/fixed_ops.hpp) call for an op whose operands
-// include an rvar: the operators for + - * / and comparisons, the functions above otherwise.
+// The hook the fixed-size elementwise nodes (expr/fixed_ops.hpp) call for a math function whose
+// operands include an rvar (they apply + - * / and comparisons through the operators above).
 template <class Op, class... X>
 requires(is_rvar_v<X> || ...) ZENITH_FIXED_INLINE auto number_op(Op, X const&... x) {
-  if constexpr (std::is_same_v<Op, ops::add>)
-    return (x + ...);
-  else if constexpr (std::is_same_v<Op, ops::sub>)
-    return (x - ...);
-  else if constexpr (std::is_same_v<Op, ops::mul>)
-    return (x * ...);
-  else if constexpr (std::is_same_v<Op, ops::div>)
-    return (x / ...);
-  else if constexpr (std::is_same_v<Op, ops::equal>)
-    return (x == ...);
-  else if constexpr (std::is_same_v<Op, ops::not_equal>)
-    return (x != ...);
-  else if constexpr (std::is_same_v<Op, ops::less>)
-    return (x < ...);
-  else if constexpr (std::is_same_v<Op, ops::less_equal>)
-    return (x <= ...);
-  else if constexpr (std::is_same_v<Op, ops::greater>)
-    return (x > ...);
-  else if constexpr (std::is_same_v<Op, ops::greater_equal>)
-    return (x >= ...);
-  else if constexpr (sizeof...(X) == 1 && std::is_same_v<Op, ops::neg>)
-    return [](auto const& a) ZENITH_FIXED_LAMBDA { return -a; }(x...);
-  else if constexpr (sizeof...(X) == 1)
+  if constexpr (sizeof...(X) == 1)
     return detail::rvar_unary<Op>(x...);
   else if constexpr (sizeof...(X) == 2)
     return [](auto const& a, auto const& b) ZENITH_FIXED_LAMBDA {

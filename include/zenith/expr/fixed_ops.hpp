@@ -431,7 +431,7 @@ ZENITH_FIXED_UNARY(norm, detail::fixed_norm_impl)
 // dual. These overloads take over (their constraints subsume those of elementwise.hpp) when a
 // fixed-size operand holds user numbers, or a user number is mixed with a fixed-size
 // expression: the node keeps each operand in its own type and applies the op to the mixed
-// numbers (number_op, provided by the number type: a double times a dual scales the dual).
+// numbers (operators, and number_op for math functions, provided by the number type).
 
 namespace detail {
 
@@ -454,7 +454,33 @@ struct fixed_constant : expr_base {
 template <class Op, class... X>
 ZENITH_FIXED_INLINE auto number_apply(X const&... x) {
   if constexpr ((user_number<X> || ...)) {
-    return number_op(Op{}, x...);  // found by argument-dependent lookup on the number type
+    // A number type defines + - * / and comparisons with constants itself (a double times a
+    // dual scales the dual); math functions come from its number_op, found by
+    // argument-dependent lookup.
+    if constexpr (std::is_same_v<Op, ops::add>)
+      return (x + ...);
+    else if constexpr (std::is_same_v<Op, ops::sub>)
+      return (x - ...);
+    else if constexpr (std::is_same_v<Op, ops::mul>)
+      return (x * ...);
+    else if constexpr (std::is_same_v<Op, ops::div>)
+      return (x / ...);
+    else if constexpr (std::is_same_v<Op, ops::equal>)
+      return (x == ...);
+    else if constexpr (std::is_same_v<Op, ops::not_equal>)
+      return (x != ...);
+    else if constexpr (std::is_same_v<Op, ops::less>)
+      return (x < ...);
+    else if constexpr (std::is_same_v<Op, ops::less_equal>)
+      return (x <= ...);
+    else if constexpr (std::is_same_v<Op, ops::greater>)
+      return (x > ...);
+    else if constexpr (std::is_same_v<Op, ops::greater_equal>)
+      return (x >= ...);
+    else if constexpr (sizeof...(X) == 1 && std::is_same_v<Op, ops::neg>)
+      return [](auto const& a) ZENITH_FIXED_LAMBDA { return -a; }(x...);
+    else
+      return number_op(Op{}, x...);
   } else {
     using C = std::common_type_t<X...>;
     return Op::apply(static_cast<C>(x)...);
