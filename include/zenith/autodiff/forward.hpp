@@ -11,12 +11,12 @@
 #include <memory>
 #include <tuple>
 #include <type_traits>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "../backend/cpu/evaluate.hpp"
 #include "../core/creation.hpp"
+#include "../core/small_map.hpp"
 #include "../core/trace.hpp"
 #include "backward.hpp"
 #include "memoize.hpp"
@@ -29,9 +29,7 @@ class tangents {
  public:
   template <class T>
   array<T> const* find(buffer const* b) const {
-    auto const& m = std::get<map<T>>(maps_);
-    auto it = m.find(b);
-    return it == m.end() ? nullptr : &it->second;
+    return std::get<map<T>>(maps_).find(b);
   }
   template <class T>
   void set(std::shared_ptr<buffer> const& b, array<T> t) {
@@ -41,7 +39,7 @@ class tangents {
 
  private:
   template <class T>
-  using map = std::unordered_map<buffer const*, array<T>>;
+  using map = zenith::detail::small_map<buffer const*, array<T>>;
   std::tuple<map<float>, map<double>, map<bfloat16>, map<float16>> maps_;
   std::vector<std::shared_ptr<buffer>> held_;
 };

@@ -16,12 +16,11 @@
 #include <memory>
 #include <optional>
 #include <tuple>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 #include "../backend/cpu/evaluate.hpp"
 #include "../backend/cpu/fused_group.hpp"
+#include "../core/small_map.hpp"
 #include "../core/trace.hpp"
 #include "backward.hpp"
 #include "forward.hpp"
@@ -122,16 +121,16 @@ class cotangents {
   std::optional<array<T>> take(buffer const* b) {
     flush();
     auto& m = slots<T>();
-    auto it = m.find(b);
-    if (it == m.end()) return std::nullopt;
-    std::optional<array<T>> ct = std::move(it->second);
-    m.erase(it);
+    std::optional<array<T>>* slot = m.find(b);
+    if (!slot) return std::nullopt;
+    std::optional<array<T>> ct = std::move(*slot);
+    m.erase(b);
     return ct;
   }
 
  private:
   template <class T>
-  using slot_map = std::unordered_map<buffer const*, std::optional<array<T>>>;
+  using slot_map = zenith::detail::small_map<buffer const*, std::optional<array<T>>>;
 
   template <class T>
   slot_map<T>& slots() {
@@ -143,8 +142,8 @@ class cotangents {
   void add_recorded(Leaf const& leaf, G const& ct) {
     using T = value_t<Leaf>;
     if (!st_->reads_traced(leaf.storage().get())) return;
-    auto& slot = slots<T>()[leaf.storage().get()];
     array<T> c = zenith::detail::evaluate_at_level<T, Level>(ct);
+    auto& slot = slots<T>()[leaf.storage().get()];
     if (slot)
       slot = zenith::detail::evaluate_at_level<T, 1>(*slot + c);
     else
@@ -158,7 +157,8 @@ class cotangents {
 
   zenith::detail::trace_state const* st_;
   zenith::detail::fused_group group_;
-  std::unordered_set<buffer const*> queued_;  // slots the group allocated (private to this store)
+  zenith::detail::small_set<buffer const*>
+      queued_;  // slots the group allocated (private to this store)
   std::tuple<slot_map<float>, slot_map<double>, slot_map<bfloat16>, slot_map<float16>> slots_;
 };
 

@@ -15,11 +15,11 @@
 // trace is itself differentiable.
 #include <memory>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "buffer.hpp"
 #include "error.hpp"
+#include "small_map.hpp"
 
 namespace zenith::autodiff {
 class cotangents;  // autodiff/tape.hpp
@@ -38,12 +38,12 @@ struct tape_entry {
 
 struct trace_state {
   std::string transform;  // "grad", for messages
-  std::unordered_set<buffer const*> traced;
+  small_set<buffer const*> traced;
   std::vector<std::unique_ptr<tape_entry>> tape;  // in recording order (reverse mode)
   autodiff::tangents* forward = nullptr;          // forward mode (jvp): tangents, no tape
   trace_state* parent = nullptr;                  // the enclosing transform's trace, if nested
 
-  bool reads_traced(buffer const* b) const { return traced.count(b) != 0; }
+  bool reads_traced(buffer const* b) const { return traced.contains(b); }
 };
 
 inline trace_state*& active_trace() {
