@@ -42,13 +42,16 @@ struct reverse {
                 "zenith autodiff: this expression node has no reverse-mode rule yet");
 };
 
+// ct is taken by value and moved down the chain: a cotangent expression holds its arrays by
+// shared handle, and copying it at every node made a small gradient's fixed cost mostly
+// reference counting.
 template <class E, class G, class Sink>
-void backward(E const& e, G const& ct, Sink& sink) {
+void backward(E const& e, G ct, Sink& sink) {
   if constexpr (E::fixed) {
     // Only tensors and scalars below: no array, so nothing an array gradient reaches. (Tensor
     // functions are differentiated by the fixed-size transforms, transforms/jacobian.hpp.)
   } else {
-    reverse<E>::run(e, ct, sink);
+    reverse<E>::run(e, std::move(ct), sink);
   }
 }
 
@@ -70,11 +73,11 @@ struct reverse<scalar_node<T>> {
 template <class B>
 struct reverse<memo_node<B>> {
   template <class G, class Sink>
-  static void run(memo_node<B> const& e, G const& ct, Sink& sink) {
-    if constexpr (requires { reverse<B>::run(e.node, ct, sink, &e.value); })
-      reverse<B>::run(e.node, ct, sink, &e.value);  // a rule that reads the node's value
+  static void run(memo_node<B> const& e, G ct, Sink& sink) {
+    if constexpr (requires { reverse<B>::run(e.node, std::move(ct), sink, &e.value); })
+      reverse<B>::run(e.node, std::move(ct), sink, &e.value);  // a rule that reads the value
     else
-      backward(e.node, ct, sink);
+      backward(e.node, std::move(ct), sink);
   }
 };
 
@@ -105,25 +108,38 @@ auto to_child(C const& c, G&& ct) {
 // Elementwise: child I gets ct * partial<I>, unbroadcast.
 template <class Op, class... Cs>
 struct reverse<map_node<Op, Cs...>> {
+  static constexpr unsigned nondiff = [] {
+    if constexpr (requires { Op::nondiff_operands; })
+      return Op::nondiff_operands;
+    else
+      return 0u;
+  }();
+  template <std::size_t J>
+  static constexpr bool takes_cotangent =
+      !(nondiff >> J & 1) && detail::differentiable_v<std::tuple_element_t<J, std::tuple<Cs...>>>;
+  // The last operand that takes a cotangent: it gets ct itself, moved, the others a copy.
+  static constexpr std::size_t last_taker = []<std::size_t... I>(std::index_sequence<I...>) {
+    std::size_t last = sizeof...(Cs);
+    ((last = takes_cotangent<I> ? I : last), ...);
+    return last;
+  }
+  (std::index_sequence_for<Cs...>{});
+
   template <class G, class Sink>
-  static void run(map_node<Op, Cs...> const& e, G const& ct, Sink& sink) {
+  static void run(map_node<Op, Cs...> const& e, G ct, Sink& sink) {
     if constexpr (requires { Op::piecewise_constant; }) {
       // Zero almost everywhere: no cotangent flows (as in JAX).
     } else {
-      constexpr unsigned nondiff = [] {
-        if constexpr (requires { Op::nondiff_operands; })
-          return Op::nondiff_operands;
-        else
-          return 0u;
-      }();
       [&]<std::size_t... I>(std::index_sequence<I...>) {
         auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-          using C = std::tuple_element_t<J, std::tuple<Cs...>>;
-          if constexpr (!(nondiff >> J & 1) && detail::differentiable_v<C>) {
+          if constexpr (takes_cotangent<J>) {
             auto const& c = std::get<J>(e.children);
             auto local = std::apply(
                 [&](auto const&... xs) { return Op::template partial<J>(e, xs...); }, e.children);
-            backward(c, detail::to_child(c, ct * local), sink);
+            if constexpr (J == last_taker)
+              backward(c, detail::to_child(c, std::move(ct) * std::move(local)), sink);
+            else
+              backward(c, detail::to_child(c, ct * std::move(local)), sink);
           }
         };
         (one(std::integral_constant<std::size_t, I>{}), ...);
@@ -138,10 +154,10 @@ namespace detail {
 // The cotangent of a reduction's output, reshaped with the reduced axes as 1 and broadcast to
 // the child's shape.
 template <class Op, class C, class G>
-auto spread(reduce_node<Op, C> const& e, G const& ct) {
+auto spread(reduce_node<Op, C> const& e, G ct) {
   zenith::shape in = e.child.shape(), kept;
   for (std::size_t k = 0; k < in.size(); ++k) kept.push_back(e.reduces(k) ? 1 : in[k]);
-  return broadcast_to(reshape(ct, kept), in);
+  return broadcast_to(reshape(std::move(ct), kept), in);
 }
 }  // namespace detail
 
@@ -149,13 +165,15 @@ template <class Op, class C>
 requires(std::is_same_v<Op, ops::reduce_sum> ||
          std::is_same_v<Op, ops::reduce_mean>) struct reverse<reduce_node<Op, C>> {
   template <class G, class Sink>
-  static void run(reduce_node<Op, C> const& e, G const& ct, Sink& sink) {
+  static void run(reduce_node<Op, C> const& e, G ct, Sink& sink) {
     if constexpr (detail::differentiable_v<C>) {
       if constexpr (std::is_same_v<Op, ops::reduce_sum>)
-        backward(e.child, zenith::detail::convert<value_t<C>>(detail::spread(e, ct)), sink);
+        backward(e.child, zenith::detail::convert<value_t<C>>(detail::spread(e, std::move(ct))),
+                 sink);
       else
         backward(e.child,
-                 zenith::detail::convert<value_t<C>>(detail::spread(e, ct) / double(e.count())),
+                 zenith::detail::convert<value_t<C>>(detail::spread(e, std::move(ct)) /
+                                                     double(e.count())),
                  sink);
     }
   }

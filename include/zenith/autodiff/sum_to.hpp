@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../backend/cpu/fused_group.hpp"
 #include "../backend/cpu/reduce.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"
@@ -79,9 +80,9 @@ struct sum_to_eval {
   compute_type scalar(std::int64_t j) const {
     return child ? compute_type(child->scalar(j)) : summed.scalar(j);
   }
-  template <bool Unit>
+  template <row_access A>
   auto simd(std::int64_t j) const {
-    return child ? child->template simd<Unit>(j) : summed.template simd<Unit>(j);
+    return child ? child->template simd<A>(j) : summed.template simd<A>(j);
   }
   template <class Lane>
   static constexpr bool vectorizable() {
@@ -104,6 +105,15 @@ array<value_t<C>> evaluate_sum_to(sum_to_node<C> const& e) {
   using T = value_t<C>;
   array<T> full = evaluate_untraced<T>(e.child);
   if (!e.reduces()) return full;
+  if (e.shape_.numel() == 1) {
+    // The cotangent of a scalar parameter: a whole-array sum, run as a one-loop group (the same
+    // blocks and pairwise tree as reduce.hpp, without planning a reduction over axes).
+    fused_group g;
+    if (auto total = queue_total<ops::reduce_sum, T>(g, full, e.shape_)) {
+      g.run();
+      return *total;
+    }
+  }
   array<T> s = evaluate_untraced<T>(sum(full, e.axes, true));
   return array<T>::from_buffer(s.storage(), s.data(), e.shape_);
 }

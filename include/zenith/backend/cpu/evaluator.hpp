@@ -8,7 +8,7 @@
 //   for_each_leaf(f)       f(leaf) for every strided leaf below it
 //   start_row(idx, rank)   position on the row whose outer indices are idx[0 .. rank-2]
 //   scalar(j)              the value at inner index j of that row (compute type)
-//   simd<Unit>(j)          xsimd batch of the values at j .. j+W-1; Unit: all inner strides are 1
+//   simd<A>(j)             xsimd batch of the values at j .. j+W-1, for row_access A
 //   vectorizable<Lane>()   whether simd() works with batches of Lane's width
 #include <array>
 #include <cstdint>
@@ -100,6 +100,14 @@ inline bool restride(zenith::shape const& old_s, std::array<std::int64_t, max_ra
 
 }  // namespace detail
 
+// What a loop knows of its leaves' inner strides, for simd<A>(j): nothing (strided), that every
+// one is 1 (unit), or that every one is 1 or 0 (unit_or_broadcast: a broadcast value, such as a
+// sum's cotangent, costs one predictable branch per batch instead of sending the whole loop down
+// the strided path).
+enum class row_access { strided, unit, unit_or_broadcast };
+template <bool Unit>
+inline constexpr row_access unit_access = Unit ? row_access::unit : row_access::strided;
+
 // A strided read of T elements: the one kind of leaf.
 template <class T>
 struct leaf_eval {
@@ -166,11 +174,14 @@ struct leaf_eval {
 
   compute_type scalar(std::int64_t j) const { return compute_type(row[j * inner]); }
 
-  template <bool Unit>
+  template <row_access A>
   auto simd(std::int64_t j) const {
     using B = xsimd::batch<compute_type>;
     if constexpr (std::is_same_v<T, compute_type>) {
-      if (Unit || inner == 1) return B::load_unaligned(row + j);
+      if constexpr (A == row_access::unit) return B::load_unaligned(row + j);
+      if constexpr (A == row_access::unit_or_broadcast)
+        return inner ? B::load_unaligned(row + j) : B(*row);
+      if (inner == 1) return B::load_unaligned(row + j);
       if (inner == 0) return B(*row);
     }
     alignas(64) compute_type tmp[B::size];
@@ -195,7 +206,7 @@ struct scalar_eval {
   void for_each_leaf(F&&) {}
   void start_row(std::int64_t const*, std::size_t) {}
   compute_type scalar(std::int64_t) const { return value; }
-  template <bool Unit>
+  template <row_access A>
   auto simd(std::int64_t) const {
     return xsimd::batch<compute_type>(value);
   }
@@ -223,9 +234,9 @@ struct map_eval {
     return std::apply([&](auto const&... c) { return compute_type(Op::apply(c.scalar(j)...)); },
                       children);
   }
-  template <bool Unit>
+  template <row_access A>
   auto simd(std::int64_t j) const {
-    return std::apply([&](auto const&... c) { return Op::simd(c.template simd<Unit>(j)...); },
+    return std::apply([&](auto const&... c) { return Op::simd(c.template simd<A>(j)...); },
                       children);
   }
   template <class Lane>

@@ -88,10 +88,11 @@ class fused_group {
 // Coalesces ev's leaves for a contiguous destination of shape s. The group walks one row by
 // flat index, so this succeeds only when the whole space coalesces to one row that every leaf
 // reads with stride 1 or 0 (a broadcast scalar, such as the cotangent of a sum); the result says
-// whether every stride is 1.
+// whether every stride is 1 (else the loop reads them as row_access::unit_or_broadcast).
 template <class Ev>
 std::optional<bool> coalesce_to_row(Ev& ev, zenith::shape const& s) {
-  std::vector<std::array<std::int64_t, max_rank>> strides{row_major_strides(s)};
+  stride_list strides;
+  strides.push_back(row_major_strides(s));
   ev.for_each_leaf([&](auto& leaf) { strides.push_back(leaf.stride); });
   loop_space ls = coalesce(s, strides);
   if (ls.rank != 1) return std::nullopt;
@@ -139,9 +140,12 @@ class store_loop final : public fused_group::loop {
   void run(std::int64_t lo, std::int64_t hi) override {
     dest_view<T> dst{out_, {1}};
     if constexpr (fused_simd_v<T, Ev>) {
-      if (simd_enabled()) return run_range<true>(dst, ev_, space_, lo, hi, unit_);
+      if (simd_enabled()) {
+        if (unit_) return run_range<true, row_access::unit>(dst, ev_, space_, lo, hi);
+        return run_range<true, row_access::unit_or_broadcast>(dst, ev_, space_, lo, hi);
+      }
     }
-    run_range<false>(dst, ev_, space_, lo, hi, unit_);
+    run_range<false, row_access::strided>(dst, ev_, space_, lo, hi);
   }
 
  private:

@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 #include <vector>
 
@@ -48,9 +49,42 @@ struct loop_space {
   std::size_t total = 0;
 };
 
+// The strides of a loop's destination and leaves, the input of coalesce: held inline up to
+// `inline_count` of them, so that setting up a loop allocates nothing (a small array's whole
+// evaluation is a few hundred nanoseconds).
+class stride_list {
+ public:
+  using strides = std::array<std::int64_t, max_rank>;
+  static constexpr std::size_t inline_count = 16;
+
+  stride_list() = default;
+  stride_list(std::initializer_list<strides> l) {  // NOLINT: coalesce(s, {{30, 6, 1}, ...})
+    for (auto const& st : l) push_back(st);
+  }
+  stride_list(std::vector<strides> const& v) {  // NOLINT
+    for (auto const& st : v) push_back(st);
+  }
+
+  void push_back(strides const& st) {
+    if (n_ < inline_count) {
+      inline_[n_] = st;
+    } else {
+      if (n_ == inline_count) heap_.assign(inline_.begin(), inline_.end());
+      heap_.push_back(st);
+    }
+    ++n_;
+  }
+  strides const* begin() const { return n_ <= inline_count ? inline_.data() : heap_.data(); }
+  strides const* end() const { return begin() + n_; }
+
+ private:
+  std::array<strides, inline_count> inline_;
+  std::vector<strides> heap_;
+  std::size_t n_ = 0;
+};
+
 // Merges adjacent axes along which every stride vector is jointly contiguous; drops size-1 axes.
-inline loop_space coalesce(zenith::shape const& s,
-                           std::vector<std::array<std::int64_t, max_rank>> const& strides) {
+inline loop_space coalesce(zenith::shape const& s, stride_list const& strides) {
   loop_space ls;
   ls.total = s.numel();
   std::size_t r = s.size();
@@ -109,7 +143,7 @@ inline void store_batch(T* p, std::int64_t ds, xsimd::batch<C> const& b) {
 // same path (SIMD batches on the grid j0, j0 + W, ... of the caller's j0, scalar tail after), so
 // callers keep results independent of how a row is split between threads by starting pieces of a
 // row only at multiples of `grain` (a multiple of every batch width).
-template <bool Simd, bool Unit, class T, class Ev>
+template <bool Simd, row_access A, class T, class Ev>
 inline void run_row(T* __restrict out, std::int64_t ds, Ev const& ev, std::int64_t j,
                     std::int64_t j_end) {
   using C = typename Ev::compute_type;
@@ -119,28 +153,28 @@ inline void run_row(T* __restrict out, std::int64_t ds, Ev const& ev, std::int64
       // A comparison at the root: its xsimd mask is stored as bytes.
       for (; j + W <= j_end; j += W) {
         if (ds == 1) {
-          ev.template simd<Unit>(j).store_unaligned(out + j);
+          ev.template simd<A>(j).store_unaligned(out + j);
         } else {
           alignas(64) bool tmp[W];
-          ev.template simd<Unit>(j).store_aligned(tmp);
+          ev.template simd<A>(j).store_aligned(tmp);
           for (std::int64_t i = 0; i < W; ++i) out[(j + i) * ds] = tmp[i];
         }
       }
-    } else if constexpr (Unit && std::is_same_v<T, C>) {
+    } else if constexpr (A != row_access::strided && std::is_same_v<T, C>) {
       // Unit strides everywhere (ds == 1): four independent batches per iteration.
       for (; j + 4 * W <= j_end; j += 4 * W) {
-        auto b0 = ev.template simd<true>(j);
-        auto b1 = ev.template simd<true>(j + W);
-        auto b2 = ev.template simd<true>(j + 2 * W);
-        auto b3 = ev.template simd<true>(j + 3 * W);
+        auto b0 = ev.template simd<A>(j);
+        auto b1 = ev.template simd<A>(j + W);
+        auto b2 = ev.template simd<A>(j + 2 * W);
+        auto b3 = ev.template simd<A>(j + 3 * W);
         b0.store_unaligned(out + j);
         b1.store_unaligned(out + j + W);
         b2.store_unaligned(out + j + 2 * W);
         b3.store_unaligned(out + j + 3 * W);
       }
-      for (; j + W <= j_end; j += W) ev.template simd<true>(j).store_unaligned(out + j);
+      for (; j + W <= j_end; j += W) ev.template simd<A>(j).store_unaligned(out + j);
     } else {
-      for (; j + W <= j_end; j += W) store_batch<T, C>(out + j * ds, ds, ev.template simd<Unit>(j));
+      for (; j + W <= j_end; j += W) store_batch<T, C>(out + j * ds, ds, ev.template simd<A>(j));
     }
   }
   for (; j < j_end; ++j) out[j * ds] = T(ev.scalar(j));
@@ -158,10 +192,11 @@ inline constexpr bool fused_simd_v =
 inline constexpr std::int64_t grain = 64;
 
 // Walks flat elements [lo, hi) of the coalesced space; lo is a row start or a multiple of grain
-// inside a row.
-template <bool Simd, class T, class Ev>
+// inside a row. A is what every leaf's inner stride is known to be (and the destination's is 1
+// unless A is strided).
+template <bool Simd, row_access A, class T, class Ev>
 void run_range(dest_view<T> const& dst, Ev const& ev_in, loop_space const& ls, std::int64_t lo,
-               std::int64_t hi, bool unit) {
+               std::int64_t hi) {
   Ev ev = ev_in;  // a private copy: its address never escapes, so stores cannot alias it
   std::size_t r = ls.rank;
   std::int64_t n = ls.dims[r - 1];
@@ -177,11 +212,7 @@ void run_range(dest_view<T> const& dst, Ev const& ev_in, loop_space const& ls, s
     ev.start_row(idx.data(), r);
     std::int64_t off = 0;
     for (std::size_t k = 0; k + 1 < r; ++k) off += idx[k] * dst.stride[k];
-    T* out = dst.base + off;
-    if (unit)
-      run_row<Simd, true>(out, ds, ev, j, j_end);
-    else
-      run_row<Simd, false>(out, ds, ev, j, j_end);
+    run_row<Simd, A>(dst.base + off, ds, ev, j, j_end);
     lo += j_end - j;
     j = 0;
     for (std::size_t k = r - 1; k-- > 0;) {
@@ -211,24 +242,33 @@ inline constexpr std::int64_t elements_per_task = std::int64_t(1) << 16;
 template <class T, class Ev>
 void run_fused(dest_view<T> dst, Ev& ev, zenith::shape const& s) {
   if (s.numel() == 0) return;
-  std::vector<std::array<std::int64_t, max_rank>> strides{dst.stride};
+  stride_list strides;
+  strides.push_back(dst.stride);
   ev.for_each_leaf([&](auto& leaf) { strides.push_back(leaf.stride); });
   loop_space ls = coalesce(s, strides);
   dst.stride = regroup(dst.stride, ls);
-  bool unit = dst.stride[ls.rank - 1] == 1;
+  // unit: every inner stride is 1 or 0 (the unit-stride path); broadcast: some are 0.
+  bool unit = dst.stride[ls.rank - 1] == 1, broadcast = false;
   ev.for_each_leaf([&](auto& leaf) {
     leaf.stride = regroup(leaf.stride, ls);
     leaf.rank = ls.rank;
-    unit = unit && leaf.stride[ls.rank - 1] == 1;
+    std::int64_t inner = leaf.stride[ls.rank - 1];
+    unit = unit && (inner == 1 || inner == 0);
+    broadcast = broadcast || inner == 0;
   });
 
   constexpr bool can_simd = detail::fused_simd_v<T, Ev>;
   bool simd = can_simd && simd_enabled();
   auto run = [&](std::int64_t lo, std::int64_t hi) {
+    using detail::run_range;
     if constexpr (can_simd) {
-      if (simd) return detail::run_range<true>(dst, ev, ls, lo, hi, unit);
+      if (simd) {
+        if (!unit) return run_range<true, row_access::strided>(dst, ev, ls, lo, hi);
+        if (broadcast) return run_range<true, row_access::unit_or_broadcast>(dst, ev, ls, lo, hi);
+        return run_range<true, row_access::unit>(dst, ev, ls, lo, hi);
+      }
     }
-    detail::run_range<false>(dst, ev, ls, lo, hi, unit);
+    run_range<false, row_access::strided>(dst, ev, ls, lo, hi);
   };
 
   std::int64_t total = std::int64_t(ls.total);

@@ -242,12 +242,12 @@ typename K::state block_a(Ev& ev, geometry const& g, std::int64_t* idx, std::int
       // lambda, so accumulating into them directly costs a load and a store per batch.
       B b0 = a0, b1 = a1, b2 = a2, b3 = a3;
       for (; j + 4 * W <= je; j += 4 * W) {
-        b0 = Op::simd(b0, ev.template simd<Unit>(j));
-        b1 = Op::simd(b1, ev.template simd<Unit>(j + W));
-        b2 = Op::simd(b2, ev.template simd<Unit>(j + 2 * W));
-        b3 = Op::simd(b3, ev.template simd<Unit>(j + 3 * W));
+        b0 = Op::simd(b0, ev.template simd<unit_access<Unit>>(j));
+        b1 = Op::simd(b1, ev.template simd<unit_access<Unit>>(j + W));
+        b2 = Op::simd(b2, ev.template simd<unit_access<Unit>>(j + 2 * W));
+        b3 = Op::simd(b3, ev.template simd<unit_access<Unit>>(j + 3 * W));
       }
-      for (; j + W <= je; j += W) b0 = Op::simd(b0, ev.template simd<Unit>(j));
+      for (; j + W <= je; j += W) b0 = Op::simd(b0, ev.template simd<unit_access<Unit>>(j));
       a0 = b0, a1 = b1, a2 = b2, a3 = b3;
       for (; j < je; ++j) K::push(s, A(ev.scalar(j)), 0);
     });
@@ -265,7 +265,7 @@ typename K::state block_a(Ev& ev, geometry const& g, std::int64_t* idx, std::int
     walk(g, g.nk1, g.n, idx, lo, hi, [&](std::int64_t j, std::int64_t je, std::int64_t rowpos) {
       ev.start_row(idx, g.n);
       for (; j + std::int64_t(W) <= je; j += std::int64_t(W)) {
-        B x = ev.template simd<Unit>(j);
+        B x = ev.template simd<unit_access<Unit>>(j);
         auto m = Op::simd_better(x, bv);
         bv = xsimd::select(m, x, bv);
         bi = xsimd::select(m, B(A(rowpos + j - lo)) + iota, bi);
@@ -385,7 +385,7 @@ struct item_b {
         using B = xsimd::batch<A>;
         constexpr std::int64_t W = std::int64_t(B::size);
         for (; j + W <= je; j += W) {
-          B x = ev.template simd<Unit>(j);
+          B x = ev.template simd<unit_access<Unit>>(j);
           if (!xsimd::any(Op::simd_better(x, B::load_unaligned(acc.v.data() + base + j)))) continue;
           alignas(64) A xs[B::size];
           x.store_aligned(xs);
@@ -412,7 +412,8 @@ struct item_b {
         using B = xsimd::batch<A>;
         constexpr std::int64_t W = std::int64_t(B::size);
         for (; j + W <= je; j += W)
-          Op::simd(B::load_unaligned(a + j), ev.template simd<Unit>(j)).store_unaligned(a + j);
+          Op::simd(B::load_unaligned(a + j), ev.template simd<unit_access<Unit>>(j))
+              .store_unaligned(a + j);
       }
       for (; j < je; ++j) a[j] = Op::combine(a[j], A(ev.scalar(j)));
     }
@@ -456,7 +457,8 @@ struct item_b {
       ev.start_row(idx.data(), g.n);
       std::int64_t len = m * L2, j = 0, t = 0;
       for (; j + W <= len; j += W) {
-        accs[std::size_t(t)] = Op::simd(accs[std::size_t(t)], ev.template simd<true>(j));
+        accs[std::size_t(t)] =
+            Op::simd(accs[std::size_t(t)], ev.template simd<row_access::unit>(j));
         if (++t == P) t = 0;
       }
       for (; j < len; ++j) a[j % L2] = Op::combine(a[j % L2], A(ev.scalar(j)));
@@ -606,7 +608,8 @@ plan<Ev> make_plan(Ev const& ev0, std::vector<std::size_t> const& perm, zenith::
     affine_map m = t.map(S);
     p.ev.for_each_leaf([&](auto& leaf) { leaf.apply(m); });
   }
-  std::vector<std::array<std::int64_t, max_rank>> strides{ostp};
+  stride_list strides;
+  strides.push_back(ostp);
   p.ev.for_each_leaf([&](auto& leaf) { strides.push_back(leaf.stride); });
   loop_space ls = coalesce(sp, strides);
   geometry& g = p.g;
