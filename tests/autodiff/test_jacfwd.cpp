@@ -456,6 +456,51 @@ TEST_CASE("hessian: forward over forward, analytic and finite differences", "[ja
   CHECK(hv(1, 1, 1) == 0.0);
 }
 
+TEST_CASE("where and cast on derivative numbers: jacfwd, jacrev, grad, hessian",
+          "[jacfwd][where]") {
+  // A piecewise function (a branch per element, and a branch on one element), and casts: to the
+  // numbers' own type the derivative flows, to an integer it is zero.
+  auto f = [](auto const& x) {
+    using N = std::remove_cvref_t<decltype(x(0))>;
+    zn::tensor<N, 3> y = zn::where(x > 0.0, x * x * x, zn::sin(x)) + zn::cast<double>(x) * 0.5 +
+                         zn::cast<double>(zn::cast<int>(x * 10.0));
+    return zn::tensor<N, 4>{y(0), y(1), y(2), zn::where(x(0) > x(2), x(1) * x(2), 2.0)};
+  };
+  auto plain = [&](zn::tensor<double, 3> const& p) { return zn::tensor<double, 4>(f(p)); };
+  for (zn::tensor<double, 3> const q :
+       {zn::tensor<double, 3>{0.43, -0.37, 1.26}, zn::tensor<double, 3>{-0.83, 0.64, -1.17}}) {
+    // Values: the branches as plain code.
+    auto const y = plain(q);
+    for (std::size_t i = 0; i < 3; ++i) {
+      double x = q[i];
+      double want = (x > 0 ? x * x * x : std::sin(x)) + x * 0.5 + double(int(x * 10.0));
+      CHECK(y[i] == Approx(want).epsilon(1e-15));
+    }
+    CHECK(y[3] == (q[0] > q[2] ? q[1] * q[2] : 2.0));
+    // Derivatives: forward and reverse mode against central differences (away from the kinks
+    // and the integer steps).
+    auto const fd = central_jacobian(plain, q);
+    zn::tensor<double, 4, 3> const jf = zn::jacfwd(f)(q);
+    zn::tensor<double, 4, 3> const jr = zn::jacrev(f)(q);
+    for (std::size_t k = 0; k < 12; ++k) {
+      CHECK(rel_err(jf[k], fd[k]) <= 1e-6);
+      CHECK(jr[k] == Approx(jf[k]).epsilon(1e-14).margin(1e-15));
+    }
+    // grad of a scalar through where and cast, and the hessian (forward over forward).
+    auto energy = [](auto const& x) {
+      return zn::sum(zn::where(x < 0.0, -x, x * x) * zn::cast<double>(x));
+    };
+    zn::tensor<double, 3> const g = zn::grad(energy)(q);
+    zn::tensor<double, 3, 3> const h = zn::hessian(energy)(q);
+    for (std::size_t i = 0; i < 3; ++i) {
+      double x = q[i];
+      CHECK(g[i] == Approx(x < 0 ? -2 * x : 3 * x * x).epsilon(1e-14));
+      for (std::size_t j = 0; j < 3; ++j)
+        CHECK(h(i, j) == Approx(i != j ? 0.0 : x < 0 ? -2.0 : 6 * x).epsilon(1e-14).margin(1e-15));
+    }
+  }
+}
+
 namespace {
 
 // A 7-joint arm with a Franka-Panda-like modified-DH table (as examples/forward_kinematics.cpp):

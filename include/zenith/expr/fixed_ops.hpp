@@ -479,6 +479,16 @@ ZENITH_FIXED_INLINE auto number_apply(X const&... x) {
       return (x >= ...);
     else if constexpr (sizeof...(X) == 1 && std::is_same_v<Op, ops::neg>)
       return [](auto const& a) ZENITH_FIXED_LAMBDA { return -a; }(x...);
+    else if constexpr (std::is_same_v<Op, ops::where>)
+      return [](auto const& c, auto const& a, auto const& b) ZENITH_FIXED_LAMBDA {
+        // The selected number, derivative included; a plain branch becomes a constant of the
+        // other branch's number type.
+        using A = std::remove_cvref_t<decltype(a)>;
+        using R = std::conditional_t<user_number<A>, A, std::remove_cvref_t<decltype(b)>>;
+        return bool(c) ? R(a) : R(b);
+      }(x...);
+    else if constexpr (requires { Op::applies_to_numbers; })
+      return Op::apply(x...);
     else
       return number_op(Op{}, x...);
   } else {
@@ -601,6 +611,69 @@ ZENITH_FIXED_NUMBER_BINARY(less_equal, less_equal)
 ZENITH_FIXED_NUMBER_BINARY(greater, greater)
 ZENITH_FIXED_NUMBER_BINARY(greater_equal, greater_equal)
 #undef ZENITH_FIXED_NUMBER_BINARY
+
+// where(cond, a, b) on user numbers: the branch it selects, with that branch's derivative (as in
+// JAX). As for the binary functions, one overload subsumes elementwise.hpp's, the other takes
+// user numbers as the branches.
+template <expression C, class A, class B>
+requires operand<std::remove_cvref_t<A>> && operand<std::remove_cvref_t<B>> &&
+    detail::fixed_number_args<C, A, B>
+        ZENITH_FIXED_INLINE auto where(C&& cond, A&& a, B&& b) {
+  return detail::make_number_map<ops::where>(std::as_const(cond), std::as_const(a),
+                                             std::as_const(b));
+}
+template <expression C, class A, class B>
+requires detail::fixed_number_args<C, A, B> &&
+    (user_number<std::remove_cvref_t<A>> || user_number<std::remove_cvref_t<B>>)ZENITH_FIXED_INLINE
+    auto where(C&& cond, A&& a, B&& b) {
+  return detail::make_number_map<ops::where>(std::as_const(cond), std::as_const(a),
+                                             std::as_const(b));
+}
+// ... and on single numbers, such as the elements q(i) of a tensor under jacfwd (plain numbers
+// too, so that code generic over the number type compiles for double).
+template <class A, class B>
+requires detail::number_constant<A> && detail::number_constant<B> ZENITH_FIXED_INLINE auto where(
+    bool cond, A const& a, B const& b) {
+  return detail::number_apply<ops::where>(cond, a, b);
+}
+
+namespace detail {
+// The plain number at the bottom of a (possibly nested) user number.
+template <class N>
+ZENITH_FIXED_INLINE auto base_value(N const& x) {
+  if constexpr (user_number<N>)
+    return base_value(x.value());
+  else
+    return x;
+}
+template <class N>
+using base_number_t = std::remove_cvref_t<decltype(base_value(std::declval<N const&>()))>;
+
+// cast<To> of one user number to a plain type with no derivative (an integer or bool).
+template <class To>
+struct number_to_plain {
+  static constexpr bool applies_to_numbers = true;
+  template <class N>
+  ZENITH_FIXED_INLINE static To apply(N const& x) {
+    return static_cast<To>(base_value(x));
+  }
+};
+}  // namespace detail
+
+// cast<To> of a tensor of user numbers. To the numbers' own floating type it changes nothing,
+// so the derivative flows through (code written for double runs unchanged under jacfwd); to an
+// integer or bool it keeps the value only, whose derivative is zero (as in JAX).
+template <element To, expression E>
+requires detail::fixed_number_expression<E> ZENITH_FIXED_INLINE auto cast(E&& e) {
+  using Base = detail::base_number_t<value_t<E>>;
+  static_assert(std::is_same_v<To, Base> || !floating_element<To>,
+                "zenith: cast of derivative numbers to another floating type is not supported "
+                "(cast the plain inputs before differentiating, or to the numbers' own type)");
+  if constexpr (std::is_same_v<To, Base>)
+    return std::remove_cvref_t<E>(std::forward<E>(e));
+  else
+    return detail::make_number_map<detail::number_to_plain<To>>(std::as_const(e));
+}
 
 #define ZENITH_FIXED_NUMBER_UNARY(NAME, OP)                                          \
   template <expression E>                                                            \
