@@ -291,6 +291,48 @@ TEST_CASE("tensors of duals: construction, access, arithmetic, matmul", "[jacfwd
         CHECK(pm(i, j).tangent(k) == Approx(want_m.tangent(k)).margin(1e-15));
       }
     }
+  // Non-square and 1-D operands, in double and float (other lane counts), against the loop.
+  auto check_shapes = []<class F>(F) {
+    using DF = zn::dual<F, 3>;
+    auto num = [](int i, int k) {
+      DF r = DF::variable(F(0.1) * F(i) - F(0.7), std::size_t(k % 3));
+      r.tangent((k + 1) % 3) = F(0.5) * F(i % 4) - F(1);
+      return r;
+    };
+    zn::tensor<DF, 2, 3> a;
+    zn::tensor<DF, 3, 5> b;
+    zn::tensor<DF, 3> u;
+    for (int i = 0; i < 6; ++i) a[i] = num(i, i);
+    for (int i = 0; i < 15; ++i) b[i] = num(i + 3, 2 * i);
+    for (int i = 0; i < 3; ++i) u[i] = num(5 - i, i + 1);
+    zn::tensor<DF, 2, 5> const ab = zn::matmul(a, b);
+    zn::tensor<DF, 5> const ub = zn::matmul(u, b);
+    zn::tensor<DF, 2> const au = zn::matmul(a, u);
+    auto near = [](DF const& got, DF const& want) {
+      bool ok = got.value() == Approx(want.value()).epsilon(1e-5).margin(1e-6);
+      for (std::size_t k = 0; k < 3; ++k)
+        ok = ok && got.tangent(k) == Approx(want.tangent(k)).epsilon(1e-5).margin(1e-6);
+      return ok;
+    };
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t j = 0; j < 5; ++j) {
+        DF want = F(0), want_u = F(0);
+        for (std::size_t k = 0; k < 3; ++k) want = want + a(i, k) * b(k, j);
+        CHECK(near(ab(i, j), want));
+        if (i == 0) {
+          for (std::size_t k = 0; k < 3; ++k) want_u = want_u + u(k) * b(k, j);
+          CHECK(near(ub(j), want_u));
+        }
+      }
+    for (std::size_t i = 0; i < 2; ++i) {
+      DF want = F(0);
+      for (std::size_t k = 0; k < 3; ++k) want = want + a(i, k) * u(k);
+      CHECK(near(au(i), want));
+    }
+  };
+  check_shapes(double{});
+  check_shapes(float{});
+
   // Reductions and vector ops.
   zn::tensor<D, 3> v{x, y, 2.0};
   D const n = zn::norm(v);

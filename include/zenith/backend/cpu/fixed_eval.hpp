@@ -168,7 +168,10 @@ ZENITH_FIXED_INLINE void fixed_permute(R* out, E const& e) {
 template <std::size_t M, std::size_t K, std::size_t N, class R, class A, class B>
 ZENITH_FIXED_INLINE void fixed_matmul(R* out, A const* a, B const* b) {
   using C = compute_t<R>;
-  if constexpr (user_number<R>) {
+  if constexpr (std::is_same_v<A, R> && std::is_same_v<B, R> &&
+                requires { R::template matmul_kernel<M, K, N>(out, a, b); }) {
+    R::template matmul_kernel<M, K, N>(out, a, b);  // a number type's own kernel (duals)
+  } else if constexpr (user_number<R>) {
     // User numbers (duals): each operand in its own type, so a plain matrix times a matrix of
     // duals scales the duals instead of multiplying duals.
     static_for<M * N>([&](auto o) ZENITH_FIXED_LAMBDA {
