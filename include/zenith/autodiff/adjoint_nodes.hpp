@@ -5,6 +5,8 @@
 //   shared_node<E>   e, evaluated at most once however many rules read it (a cotangent that
 //                    several rules or operands use: softmax, concatenate, both sides of matmul).
 //                    share(ct) wraps only what is not cheap to read again.
+//   reuse_node<E>    a costly cotangent that several operands read: evaluated once where it
+//                    fits in cache, else recomputed by each reader (not a barrier).
 //   pad_node<E>      the adjoint of slice: e written into zeros of the sliced array's shape.
 //   fold_to_node<E>  e summed down to a broadcast-from shape (sum_to) and reshaped: the
 //                    cotangent of a batched matmul operand.
@@ -49,6 +51,91 @@ array<value_t<E>> eval_barrier(shared_node<E> const& e) {
   if (!*e.cache) *e.cache = detail::evaluate_untraced<value_t<E>>(e.child);
   return **e.cache;
 }
+
+// reuse_node<E>: a costly cotangent that several operands' rules read (ct at x * y when ct
+// computes an exp, say). Where its values fit in cache, the first evaluator built for it
+// evaluates it once into a buffer that every reader then reads; a larger one is recomputed by
+// each reader's loop instead, because there storing it costs more memory traffic than the
+// recomputation it saves (bench/RESULTS.md, "Gradient cost" and "FastAD's suite").
+template <expression E>
+struct reuse_node : expr_base {
+  using value_type = value_t<E>;
+  static constexpr bool fixed = false;
+
+  E child;
+  std::shared_ptr<std::optional<array<value_type>>> cache =
+      std::make_shared<std::optional<array<value_type>>>();
+
+  explicit reuse_node(E e) : child(std::move(e)) {}
+  zenith::shape shape() const { return child.shape(); }
+  template <class F>
+  void for_each_array(F&& f) const {
+    child.for_each_array(f);
+  }
+
+  // Stored up to this many bytes, a few times less than a core's L2. Small ones are stored too:
+  // recomputing them is cheap, but building each reader's evaluator for the whole child costs
+  // more than one evaluation (stochastic volatility at 1 element measured 7% slower when those
+  // under 512 elements were recomputed).
+  static constexpr std::size_t max_stored_bytes = std::size_t(256) << 10;
+  static bool stores(std::size_t n) { return n * sizeof(value_type) <= max_stored_bytes; }
+};
+
+// Reads the stored values, or the child's evaluator recomputing them (the branch is the same
+// for the whole loop).
+template <class T, class Ev>
+struct reuse_eval {
+  using value_type = T;
+  using compute_type = T;
+  std::optional<Ev> child;  // recomputed: built only then, so the child's barriers run once
+  leaf_eval<T> stored;
+
+  template <class F>
+  void for_each_leaf(F&& f) {
+    if (child)
+      child->for_each_leaf(f);
+    else
+      f(stored);
+  }
+  void start_row(std::int64_t const* idx, std::size_t r) {
+    if (child)
+      child->start_row(idx, r);
+    else
+      stored.start_row(idx, r);
+  }
+  T scalar(std::int64_t j) const { return child ? T(child->scalar(j)) : stored.scalar(j); }
+  template <row_access A>
+  xsimd::batch<T> simd(std::int64_t j) const {
+    if (child) return child->template simd<A>(j);
+    return stored.template simd<A>(j);
+  }
+  template <class Lane>
+  static constexpr bool vectorizable() {
+    return Ev::template vectorizable<Lane>() && leaf_eval<T>::template vectorizable<Lane>();
+  }
+};
+
+template <class E>
+struct evaluator_for<reuse_node<E>> {
+  using T = value_t<E>;
+  static_assert(std::is_floating_point_v<T>, "zenith: reuse_node holds float or double values");
+  using type = reuse_eval<T, evaluator_t<E>>;
+  static type build(reuse_node<E> const& e) {
+    type r;
+    if (reuse_node<E>::stores(e.shape().numel())) {
+      if (!*e.cache) *e.cache = detail::evaluate_untraced<T>(e.child);
+      r.stored = leaf_eval<T>::owning(**e.cache);
+    } else {
+      r.child.emplace(make_evaluator(e.child));
+    }
+    return r;
+  }
+};
+
+namespace detail::red {
+template <class E>
+struct has_barrier<reuse_node<E>> : has_barrier<E> {};  // a reader may recompute it
+}  // namespace detail::red
 
 template <expression E>
 struct pad_node : expr_base {
@@ -133,6 +220,8 @@ template <class B>
 inline constexpr bool cheap_v<memo_node<B>> = true;
 template <class E>
 inline constexpr bool cheap_v<shared_node<E>> = true;
+template <class E>
+inline constexpr bool cheap_v<reuse_node<E>> = cheap_v<E>;
 template <class Op, class... Cs>
 inline constexpr bool cheap_v<map_node<Op, Cs...>> = (cheap_v<Cs> && ...);
 template <class V, class C>
@@ -142,6 +231,33 @@ inline constexpr bool cheap_v<reshape_node<C>> = cheap_v<C>;
 // Transparent when nothing is summed (the usual case); else a reduction over what it reads.
 template <class C>
 inline constexpr bool cheap_v<sum_to_node<C>> = cheap_v<C>;
+
+// Whether recomputing e costs transcendentals (an op tagged `costly` in expr/ops.hpp) in the
+// elementwise part that a fused loop would evaluate again; barriers and leaves are read, not
+// recomputed.
+template <class Op>
+constexpr bool costly_op() {
+  if constexpr (requires { Op::costly; })
+    return Op::costly;
+  else
+    return false;
+}
+template <class E>
+inline constexpr bool costly_v = false;
+template <class Op, class... Cs>
+inline constexpr bool costly_v<map_node<Op, Cs...>> = costly_op<Op>() || (costly_v<Cs> || ...);
+template <class V, class C>
+inline constexpr bool costly_v<view_node<V, C>> = costly_v<C>;
+template <class C>
+inline constexpr bool costly_v<reshape_node<C>> = costly_v<C>;
+template <class C>
+inline constexpr bool costly_v<sum_to_node<C>> = costly_v<C>;
+// A reuse_node is read, not recomputed, wherever storing it pays (small enough to stay in
+// cache): a cotangent built on one is not shared again for its sake. Sharing it again measured
+// no faster on stochastic volatility at 8192 elements (263 vs 256 us) and 10% slower at 1 (48
+// vs 43.6 us), where each further evaluation's fixed cost outweighs what it saves.
+template <class E>
+inline constexpr bool costly_v<reuse_node<E>> = false;
 
 // ct, to be read several times: as it is when that is cheap, else evaluated on first read.
 template <class G>

@@ -125,27 +125,41 @@ struct reverse<map_node<Op, Cs...>> {
   }
   (std::index_sequence_for<Cs...>{});
 
+  static constexpr std::size_t takers = []<std::size_t... I>(std::index_sequence<I...>) {
+    return (std::size_t(takes_cotangent<I>) + ... + 0);
+  }
+  (std::index_sequence_for<Cs...>{});
+
   template <class G, class Sink>
   static void run(map_node<Op, Cs...> const& e, G ct, Sink& sink) {
     if constexpr (requires { Op::piecewise_constant; }) {
       // Zero almost everywhere: no cotangent flows (as in JAX).
+    } else if constexpr (takers >= 2 && costly_v<G> && std::is_floating_point_v<value_t<G>>) {
+      // Every operand's cotangent would recompute ct's transcendentals: evaluate ct once.
+      each(e, reuse_node<G>(std::move(ct)), sink);
     } else {
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-          if constexpr (takes_cotangent<J>) {
-            auto const& c = std::get<J>(e.children);
-            auto local = std::apply(
-                [&](auto const&... xs) { return Op::template partial<J>(e, xs...); }, e.children);
-            if constexpr (J == last_taker)
-              backward(c, detail::to_child(c, std::move(ct) * std::move(local)), sink);
-            else
-              backward(c, detail::to_child(c, ct * std::move(local)), sink);
-          }
-        };
-        (one(std::integral_constant<std::size_t, I>{}), ...);
-      }
-      (std::index_sequence_for<Cs...>{});
+      each(e, std::move(ct), sink);
     }
+  }
+
+ private:
+  template <class G, class Sink>
+  static void each(map_node<Op, Cs...> const& e, G ct, Sink& sink) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+        if constexpr (takes_cotangent<J>) {
+          auto const& c = std::get<J>(e.children);
+          auto local = std::apply(
+              [&](auto const&... xs) { return Op::template partial<J>(e, xs...); }, e.children);
+          if constexpr (J == last_taker)
+            backward(c, detail::to_child(c, std::move(ct) * std::move(local)), sink);
+          else
+            backward(c, detail::to_child(c, ct * std::move(local)), sink);
+        }
+      };
+      (one(std::integral_constant<std::size_t, I>{}), ...);
+    }
+    (std::index_sequence_for<Cs...>{});
   }
 };
 
@@ -353,6 +367,13 @@ struct reverse<shared_node<C>> {
   template <class G, class Sink>
   static void run(shared_node<C> const& e, G const& ct, Sink& sink) {
     backward(e.child, ct, sink);
+  }
+};
+template <class C>
+struct reverse<reuse_node<C>> {
+  template <class G, class Sink>
+  static void run(reuse_node<C> const& e, G ct, Sink& sink) {
+    backward(e.child, std::move(ct), sink);
   }
 };
 

@@ -278,5 +278,9 @@ template <class C>
 struct forward<shared_node<C>> {
   static auto run(shared_node<C> const& e, tangents const& ts) { return tangent_of(e.child, ts); }
 };
+template <class C>
+struct forward<reuse_node<C>> {
+  static auto run(reuse_node<C> const& e, tangents const& ts) { return tangent_of(e.child, ts); }
+};
 
 }  // namespace zenith::autodiff

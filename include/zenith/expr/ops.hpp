@@ -14,6 +14,9 @@
 //           sign, comparisons), as in JAX.
 //   nondiff_operands (optional): bit i set when operand i never takes a gradient (where's
 //           condition).
+//   costly (optional): a transcendental (exp, sin, pow, ...), tens of instructions per
+//           element; a cotangent computing one is evaluated once rather than once per operand
+//           that reads it (autodiff/backward.hpp).
 // Adding an op means adding one struct here, its entry in `elementwise_ops`, and a public
 // function in elementwise.hpp. Evaluators, tests and printers pick it up from the tag.
 #include <cmath>
@@ -124,6 +127,7 @@ using detail::as_number;
   struct NAME {                                                                     \
     static constexpr std::string_view name = #NAME;                                 \
     static constexpr bool floating_only = true;                                     \
+    static constexpr bool costly = true;                                            \
     static constexpr std::string_view cuda = CUDA;                                  \
     template <class T>                                                              \
     static T apply(T x) {                                                           \
@@ -217,6 +221,7 @@ struct reciprocal {
 struct sigmoid {
   static constexpr std::string_view name = "sigmoid";
   static constexpr bool floating_only = true;
+  static constexpr bool costly = true;
   static constexpr std::string_view cuda = "(({T})1 / (({T})1 + exp(-{0})))";
   template <class T>
   static T apply(T x) {
@@ -237,6 +242,7 @@ struct sigmoid {
 struct gelu_tanh {
   static constexpr std::string_view name = "gelu_tanh";
   static constexpr bool floating_only = true;
+  static constexpr bool costly = true;
   static constexpr std::string_view cuda =
       "(({T})0.5 * {0} * (({T})1 + tanh(({T})0.7978845608028654 * ({0} + ({T})0.044715 * {0} * "
       "{0} * {0}))))";
@@ -263,6 +269,7 @@ struct gelu_tanh {
 struct gelu_erf {
   static constexpr std::string_view name = "gelu_erf";
   static constexpr bool floating_only = true;
+  static constexpr bool costly = true;
   static constexpr std::string_view cuda =
       "(({T})0.5 * {0} * (({T})1 + erf({0} * ({T})0.7071067811865476)))";
   template <class T>
@@ -445,6 +452,7 @@ struct div {
 struct pow {
   static constexpr std::string_view name = "pow";
   static constexpr bool floating_only = true;
+  static constexpr bool costly = true;
   static constexpr std::string_view cuda = "pow({0}, {1})";
   template <class T>
   static T apply(T a, T b) {
@@ -468,6 +476,7 @@ struct pow {
 struct atan2 {
   static constexpr std::string_view name = "atan2";
   static constexpr bool floating_only = true;
+  static constexpr bool costly = true;
   static constexpr std::string_view cuda = "atan2({0}, {1})";
   template <class T>
   static T apply(T a, T b) {

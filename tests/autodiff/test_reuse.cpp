@@ -1,0 +1,124 @@
+// A costly cotangent read by several operands' rules (reuse_node, autodiff/adjoint_nodes.hpp):
+// evaluated once where it fits in cache, recomputed by each reader above that. Both ways must
+// give the gradient the analytic formula and finite differences give, on both loop paths.
+#include <cmath>
+#include <type_traits>
+
+#include "finite_differences.hpp"
+
+using fd::check_grads;
+using fd::random_array;
+
+namespace {
+
+// Both evaluation policies: a size stored in a buffer and one recomputed by every reader.
+constexpr std::size_t stored_n = 300;
+constexpr std::size_t recomputed_n = (zn::reuse_node<zn::array<double>>::max_stored_bytes / 8) + 5;
+
+// The largest relative difference (absolute below 1): one assertion per array, not per element.
+template <class T>
+double max_error(zn::array<T> const& got, zn::array<double> const& want) {
+  REQUIRE(got.shape() == want.shape());
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::abs(double(got.data()[i]) - want.data()[i]) /
+                                std::max(1.0, std::abs(want.data()[i])));
+  return worst;
+}
+
+zn::array<double> analytic(zn::array<double> const& x, double (*f)(double)) {
+  auto r = zn::array<double>::empty(x.shape());
+  for (std::size_t i = 0; i < x.size(); ++i) r.data()[i] = f(x.data()[i]);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("reuse_node stores small values once and recomputes large ones", "[autodiff][reuse]") {
+  for (std::size_t n : {std::size_t(1), stored_n, recomputed_n}) {
+    INFO("n = " << n);
+    auto x = random_array({n}, 7);
+    zn::reuse_node node(zn::exp(x) * 2.0);
+    bool const stored = n * sizeof(double) <= decltype(node)::max_stored_bytes;
+    auto want = analytic(x, [](double v) { return 2 * std::exp(v); });
+    for (bool simd : {true, false}) {
+      INFO("simd " << simd);
+      zn::set_simd_enabled(simd);
+      // Two readers: the first evaluates (when stored), the second reads the same buffer.
+      zn::array<double> a = node + 0.0;
+      zn::array<double> b = node * 1.0;
+      zn::set_simd_enabled(true);
+      CHECK(node.cache->has_value() == stored);
+      CHECK(max_error(a, want) <= 1e-14);
+      CHECK(max_error(b, want) <= 1e-14);
+    }
+    if (stored) {
+      // Readers after the first never evaluate again: a changed input shows up nowhere.
+      x.data()[0] += 1;
+      zn::array<double> c = node + 0.0;
+      CHECK(c.data()[0] == Approx(want.data()[0]).epsilon(1e-14));
+    }
+  }
+}
+
+TEST_CASE("gradients through a shared costly cotangent, stored and recomputed",
+          "[autodiff][reuse]") {
+  // At x * y (two operands take the cotangent) the cotangent carries exp(x * y).
+  auto f = [](auto const& x, auto const& y) { return zn::sum(zn::exp(x * y)); };
+  // At x * x (one array read twice) the same, the two reads summed into one gradient.
+  auto g = [](auto const& x) { return zn::sum(zn::exp(x * x) * 0.5); };
+  for (std::size_t n : {std::size_t(1), stored_n, recomputed_n}) {
+    INFO("n = " << n);
+    auto x = random_array({n}, 11), y = random_array({n}, 12);
+    for (bool simd : {true, false}) {
+      INFO("simd " << simd);
+      zn::set_simd_enabled(simd);
+      auto [gx, gy] = zn::grad(f, zn::argnums<0, 1>)(x, y);
+      zn::array<double> gg = zn::grad(g)(x);
+      zn::set_simd_enabled(true);
+      auto want_x = zn::array<double>::empty(x.shape());
+      auto want_y = zn::array<double>::empty(x.shape());
+      auto want_g = zn::array<double>::empty(x.shape());
+      for (std::size_t i = 0; i < n; ++i) {
+        double xi = x.data()[i], yi = y.data()[i];
+        want_x.data()[i] = yi * std::exp(xi * yi);
+        want_y.data()[i] = xi * std::exp(xi * yi);
+        want_g.data()[i] = xi * std::exp(xi * xi);
+      }
+      CHECK(max_error(gx, want_x) <= 1e-13);
+      CHECK(max_error(gy, want_y) <= 1e-13);
+      CHECK(max_error(gg, want_g) <= 1e-13);
+    }
+  }
+  // Against finite differences, with broadcasting (the shared cotangent has the broadcast
+  // shape, each operand sums it down to its own) and a rank-0 operand.
+  check_grads(f, random_array({3, 1}, 21), random_array({1, 4}, 22));
+  check_grads([](auto const& x, auto const& s) { return zn::sum(zn::sin(x * s) / (x + s + 3.0)); },
+              random_array({5}, 23), random_array({}, 24));
+  check_grads(g, random_array({2, 3}, 25));
+}
+
+TEST_CASE("shared costly cotangents in float", "[autodiff][reuse]") {
+  auto f = [](auto const& x, auto const& y) { return zn::sum(zn::tanh(x * y)); };
+  for (std::size_t n : {stored_n, 2 * recomputed_n}) {
+    INFO("n = " << n);
+    auto xd = random_array({n}, 31), yd = random_array({n}, 32);
+    auto x = zn::array<float>::empty(xd.shape());
+    auto y = zn::array<float>::empty(xd.shape());
+    for (std::size_t i = 0; i < n; ++i) {
+      x.data()[i] = float(xd.data()[i]);
+      y.data()[i] = float(yd.data()[i]);
+    }
+    auto [gx, gy] = zn::grad(f, zn::argnums<0, 1>)(x, y);
+    static_assert(std::is_same_v<decltype(gx), zn::array<float>>);
+    auto want_x = zn::array<double>::empty(xd.shape());
+    auto want_y = zn::array<double>::empty(xd.shape());
+    for (std::size_t i = 0; i < n; ++i) {
+      double xi = x.data()[i], yi = y.data()[i], t = std::tanh(xi * yi);
+      want_x.data()[i] = yi * (1 - t * t);
+      want_y.data()[i] = xi * (1 - t * t);
+    }
+    CHECK(max_error(gx, want_x) <= 1e-6);
+    CHECK(max_error(gy, want_y) <= 1e-6);
+  }
+}
