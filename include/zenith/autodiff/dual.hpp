@@ -403,12 +403,13 @@ requires dual_operands<A, B> ZENITH_FIXED_INLINE auto operator/(A const& a, B co
 // ---- matmul ----
 
 // The values multiply as plain matrices; the tangents as d(ab) = da b + a db, accumulated in
-// outer-product order (k outermost) so that the M x P tangent accumulators stay in registers and
-// each entry of b is loaded once per row of a, which the entry-by-entry dual product does not
-// manage: 350 -> 313 ns for the 7-joint forward kinematics Jacobian (bench/fk_jacobian). Each
-// output's terms are still added in the order k = 0, 1, ... Skipping the entries of b whose
-// tangent is zero (most of a homogeneous transform) was measured and lost: the test per entry
-// costs more than the vector operations it saves.
+// outer-product order (k outermost) so that the M x P tangent accumulators stay in registers,
+// each entry of b is loaded once per row of a, and each term is one FMA into the accumulator
+// (its chain is interleaved with the other outputs', which hides the latency). The
+// entry-by-entry dual product manages none of this: 350 -> 300 ns for the 7-joint forward
+// kinematics Jacobian (bench/fk_jacobian). Each output's terms are added in the order k = 0,
+// 1, ... Skipping the entries of b whose tangent is zero (most of a homogeneous transform) was
+// measured and lost: the test per entry costs more than the vector operations it saves.
 template <class T, std::size_t N>
 template <std::size_t M, std::size_t K, std::size_t P>
 requires std::is_floating_point_v<T> ZENITH_FIXED_INLINE void dual<T, N>::matmul_kernel(
@@ -429,7 +430,7 @@ requires std::is_floating_point_v<T> ZENITH_FIXED_INLINE void dual<T, N>::matmul
       dual const& x = a[i * K + k];
       T const xv = x.v, yv = y.v;
       out[i * P + j].d = L::map([&](auto const& s, auto const& dx, auto const& dy)
-                                    ZENITH_FIXED_LAMBDA { return s + (yv * dx + xv * dy); },
+                                    ZENITH_FIXED_LAMBDA { return (s + yv * dx) + xv * dy; },
                                 out[i * P + j].d, x.d, y.d);
     });
   });
