@@ -5,6 +5,8 @@
 //   shared_node<E>   e, evaluated at most once however many rules read it (a cotangent that
 //                    several rules or operands use: softmax, concatenate, both sides of matmul).
 //                    share(ct) wraps only what is not cheap to read again.
+//   shared_ref<E>    e behind a shared handle: a cotangent several operands take, copied
+//                    without copying its tree (not a barrier; e's own evaluator).
 //   reuse_node<E>    a costly cotangent that several operands read: evaluated once where it
 //                    fits in cache, else recomputed by each reader (not a barrier).
 //   pad_node<E>      the adjoint of slice: e written into zeros of the sliced array's shape.
@@ -57,20 +59,50 @@ array<value_t<E>> eval_barrier(shared_node<E> const& e) {
 // evaluates it once into a buffer that every reader then reads; a larger one is recomputed by
 // each reader's loop instead, because there storing it costs more memory traffic than the
 // recomputation it saves (bench/RESULTS.md, "Gradient cost" and "FastAD's suite").
+// shared_ref<E>: e, held by a shared handle so that copies do not copy its tree. A cotangent
+// that several operands take is wrapped in one (autodiff/backward.hpp): the expression is the
+// same, the evaluator is e's own.
+template <expression E>
+struct shared_ref : expr_base {
+  using value_type = value_t<E>;
+  static constexpr bool fixed = false;
+
+  std::shared_ptr<E const> p;
+
+  explicit shared_ref(E e) : p(std::make_shared<E const>(std::move(e))) {}
+  E const& child() const { return *p; }
+  zenith::shape shape() const { return p->shape(); }
+  template <class F>
+  void for_each_array(F&& f) const {
+    p->for_each_array(f);
+  }
+};
+
+template <class E>
+struct evaluator_for<shared_ref<E>> {
+  using type = evaluator_t<E>;
+  static type build(shared_ref<E> const& e) { return make_evaluator(e.child()); }
+};
+
 template <expression E>
 struct reuse_node : expr_base {
   using value_type = value_t<E>;
   static constexpr bool fixed = false;
 
-  E child;
-  std::shared_ptr<std::optional<array<value_type>>> cache =
-      std::make_shared<std::optional<array<value_type>>>();
+  // Shared by the copies (every operand's cotangent holds one): copying the node copies one
+  // handle, not the cotangent's tree.
+  struct state {
+    E child;
+    std::optional<array<value_type>> cache;  // the values, once evaluated
+  };
+  std::shared_ptr<state> s;
 
-  explicit reuse_node(E e) : child(std::move(e)) {}
-  zenith::shape shape() const { return child.shape(); }
+  explicit reuse_node(E e) : s(std::make_shared<state>(state{std::move(e), std::nullopt})) {}
+  E const& child() const { return s->child; }
+  zenith::shape shape() const { return child().shape(); }
   template <class F>
   void for_each_array(F&& f) const {
-    child.for_each_array(f);
+    child().for_each_array(f);
   }
 
   // Stored up to this many bytes, a few times less than a core's L2. Small ones are stored too:
@@ -123,10 +155,11 @@ struct evaluator_for<reuse_node<E>> {
   static type build(reuse_node<E> const& e) {
     type r;
     if (reuse_node<E>::stores(e.shape().numel())) {
-      if (!*e.cache) *e.cache = detail::evaluate_untraced<T>(e.child);
-      r.stored = leaf_eval<T>::owning(**e.cache);
+      auto& cache = e.s->cache;
+      if (!cache) cache = detail::evaluate_untraced<T>(e.child());
+      r.stored = leaf_eval<T>::owning(*cache);
     } else {
-      r.child.emplace(make_evaluator(e.child));
+      r.child.emplace(make_evaluator(e.child()));
     }
     return r;
   }
@@ -135,6 +168,8 @@ struct evaluator_for<reuse_node<E>> {
 namespace detail::red {
 template <class E>
 struct has_barrier<reuse_node<E>> : has_barrier<E> {};  // a reader may recompute it
+template <class E>
+struct has_barrier<shared_ref<E>> : has_barrier<E> {};
 }  // namespace detail::red
 
 template <expression E>
@@ -222,6 +257,8 @@ template <class E>
 inline constexpr bool cheap_v<shared_node<E>> = true;
 template <class E>
 inline constexpr bool cheap_v<reuse_node<E>> = cheap_v<E>;
+template <class E>
+inline constexpr bool cheap_v<shared_ref<E>> = cheap_v<E>;
 template <class Op, class... Cs>
 inline constexpr bool cheap_v<map_node<Op, Cs...>> = (cheap_v<Cs> && ...);
 template <class V, class C>
@@ -258,6 +295,21 @@ inline constexpr bool costly_v<sum_to_node<C>> = costly_v<C>;
 // vs 43.6 us), where each further evaluation's fixed cost outweighs what it saves.
 template <class E>
 inline constexpr bool costly_v<reuse_node<E>> = false;
+template <class E>
+inline constexpr bool costly_v<shared_ref<E>> = costly_v<E>;
+
+// Whether copying e copies a tree of nodes (and touches the reference count of every array in
+// it) rather than a handle or two.
+template <class E>
+inline constexpr bool tree_copy_v = false;
+template <class Op, class... Cs>
+inline constexpr bool tree_copy_v<map_node<Op, Cs...>> = true;
+template <class V, class C>
+inline constexpr bool tree_copy_v<view_node<V, C>> = tree_copy_v<C>;
+template <class C>
+inline constexpr bool tree_copy_v<reshape_node<C>> = tree_copy_v<C>;
+template <class C>
+inline constexpr bool tree_copy_v<sum_to_node<C>> = tree_copy_v<C>;
 
 // ct, to be read several times: as it is when that is cheap, else evaluated on first read.
 template <class G>

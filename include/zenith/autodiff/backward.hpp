@@ -137,6 +137,9 @@ struct reverse<map_node<Op, Cs...>> {
     } else if constexpr (takers >= 2 && costly_v<G> && std::is_floating_point_v<value_t<G>>) {
       // Every operand's cotangent would recompute ct's transcendentals: evaluate ct once.
       each(e, reuse_node<G>(std::move(ct)), sink);
+    } else if constexpr (takers >= 2 && tree_copy_v<G>) {
+      // Each operand's cotangent holds ct: one tree behind a shared handle, not a copy each.
+      each(e, shared_ref<G>(std::move(ct)), sink);
     } else {
       each(e, std::move(ct), sink);
     }
@@ -370,10 +373,17 @@ struct reverse<shared_node<C>> {
   }
 };
 template <class C>
+struct reverse<shared_ref<C>> {
+  template <class G, class Sink>
+  static void run(shared_ref<C> const& e, G ct, Sink& sink) {
+    backward(e.child(), std::move(ct), sink);
+  }
+};
+template <class C>
 struct reverse<reuse_node<C>> {
   template <class G, class Sink>
   static void run(reuse_node<C> const& e, G ct, Sink& sink) {
-    backward(e.child, std::move(ct), sink);
+    backward(e.child(), std::move(ct), sink);
   }
 };
 

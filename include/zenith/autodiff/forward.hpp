@@ -279,8 +279,12 @@ struct forward<shared_node<C>> {
   static auto run(shared_node<C> const& e, tangents const& ts) { return tangent_of(e.child, ts); }
 };
 template <class C>
+struct forward<shared_ref<C>> {
+  static auto run(shared_ref<C> const& e, tangents const& ts) { return tangent_of(e.child(), ts); }
+};
+template <class C>
 struct forward<reuse_node<C>> {
-  static auto run(reuse_node<C> const& e, tangents const& ts) { return tangent_of(e.child, ts); }
+  static auto run(reuse_node<C> const& e, tangents const& ts) { return tangent_of(e.child(), ts); }
 };
 
 }  // namespace zenith::autodiff
