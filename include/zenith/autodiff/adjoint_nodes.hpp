@@ -54,11 +54,6 @@ array<value_t<E>> eval_barrier(shared_node<E> const& e) {
   return **e.cache;
 }
 
-// reuse_node<E>: a costly cotangent that several operands' rules read (ct at x * y when ct
-// computes an exp, say). Where its values fit in cache, the first evaluator built for it
-// evaluates it once into a buffer that every reader then reads; a larger one is recomputed by
-// each reader's loop instead, because there storing it costs more memory traffic than the
-// recomputation it saves (bench/RESULTS.md, "Gradient cost" and "FastAD's suite").
 // shared_ref<E>: e, held by a shared handle so that copies do not copy its tree. A cotangent
 // that several operands take is wrapped in one (autodiff/backward.hpp): the expression is the
 // same, the evaluator is e's own.
@@ -84,6 +79,11 @@ struct evaluator_for<shared_ref<E>> {
   static type build(shared_ref<E> const& e) { return make_evaluator(e.child()); }
 };
 
+// reuse_node<E>: a costly cotangent that several operands' rules read (ct at x * y when ct
+// computes an exp, say). Where its values fit in cache, the first evaluator built for it
+// evaluates it once into a buffer that every reader then reads; a larger one is recomputed by
+// each reader's loop instead, because there storing it costs more memory traffic than the
+// recomputation it saves (bench/RESULTS.md, "Gradient cost" and "FastAD's suite").
 template <expression E>
 struct reuse_node : expr_base {
   using value_type = value_t<E>;
