@@ -1,6 +1,7 @@
-// A costly cotangent read by several operands' rules (reuse_node, autodiff/adjoint_nodes.hpp):
-// evaluated once where it fits in cache, recomputed by each reader above that. Both ways must
-// give the gradient the analytic formula and finite differences give, on both loop paths.
+// A costly value read by several loops (reuse_node, autodiff/reuse.hpp): a cotangent several
+// operands' rules read, or a transcendental of the forward pass that memoize keeps. Evaluated
+// once where it fits in cache, recomputed by each reader above that. Both ways must give the
+// gradient the analytic formula and finite differences give, on both loop paths.
 #include <cmath>
 #include <type_traits>
 
@@ -141,4 +142,87 @@ TEST_CASE("a cotangent several operands take is shared, not copied", "[autodiff]
     CHECK(gb.data()[i] == Approx(a * a + 2 * a * b + a / ((b + 3) * (b + 3))).epsilon(1e-13));
   }
   check_grads(f, random_array({3, 1}, 43), random_array({1, 4}, 44));
+}
+
+TEST_CASE("memoize keeps costly elementwise nodes below the root", "[autodiff][reuse]") {
+  using A = zn::array<double>;
+  using zn::autodiff::memoized_t;
+  auto x = random_array({4}, 51), y = random_array({4}, 52);
+  // Below the root a costly node (exp) is kept; a cheap one (mul) and the root are not.
+  using Kept = memoized_t<decltype(x * zn::exp(y))>;
+  static_assert(
+      std::is_same_v<Kept,
+                     zn::map_node<zn::ops::mul, A, zn::reuse_node<zn::map_node<zn::ops::exp, A>>>>);
+  static_assert(std::is_same_v<memoized_t<decltype(zn::exp(x * y))>, decltype(zn::exp(x * y))>);
+  // A reduction's child is kept too (the sum and exp's rule both read it); integers are not.
+  static_assert(zn::autodiff::kept_v<decltype(zn::exp(x))>);
+  static_assert(!zn::autodiff::kept_v<decltype(x * y)>);
+  static_assert(!zn::autodiff::kept_v<decltype(zn::abs(zn::array<int>()))>);
+
+  for (std::size_t n : {std::size_t(1), stored_n, recomputed_n}) {
+    INFO("n = " << n);
+    auto a = random_array({n}, 53), b = random_array({n}, 54);
+    auto m = zn::autodiff::memoize(a * zn::exp(b));
+    auto const& kept = std::get<1>(m.children);
+    bool const stored = n * sizeof(double) <= std::remove_cvref_t<decltype(kept)>::max_stored_bytes;
+    zn::array<double> v = m;
+    CHECK(kept.s->cache.has_value() == stored);
+    auto want = zn::array<double>::empty({n});
+    for (std::size_t i = 0; i < n; ++i) want.data()[i] = a.data()[i] * std::exp(b.data()[i]);
+    CHECK(max_error(v, want) <= 1e-14);
+  }
+}
+
+TEST_CASE("gradients and tangents through kept forward nodes", "[autodiff][reuse]") {
+  // exp(y) is read by the value, by mul's partial for x, and by exp's own partial; log(x * x + 1)
+  // by the value and by nothing else (log's partial reads its operand, not itself).
+  auto f = [](auto const& x, auto const& y) {
+    return zn::sum(x * zn::exp(y) + zn::log(x * x + 1.0) * zn::tanh(y));
+  };
+  for (std::size_t n : {std::size_t(1), stored_n, recomputed_n}) {
+    INFO("n = " << n);
+    auto x = random_array({n}, 61), y = random_array({n}, 62);
+    auto tx = random_array({n}, 63), ty = random_array({n}, 64);
+    auto want_x = zn::array<double>::empty({n}), want_y = zn::array<double>::empty({n});
+    double want_value = 0, want_tangent = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      double xi = x.data()[i], yi = y.data()[i], t = std::tanh(yi);
+      double l = std::log(xi * xi + 1);
+      want_value += xi * std::exp(yi) + l * t;
+      want_x.data()[i] = std::exp(yi) + 2 * xi / (xi * xi + 1) * t;
+      want_y.data()[i] = xi * std::exp(yi) + l * (1 - t * t);
+      want_tangent += want_x.data()[i] * tx.data()[i] + want_y.data()[i] * ty.data()[i];
+    }
+    for (bool simd : {true, false}) {
+      INFO("simd " << simd);
+      zn::set_simd_enabled(simd);
+      auto [value, g] = zn::value_and_grad(f, zn::argnums<0, 1>)(x, y);
+      auto [out, tangent] = zn::jvp(f, std::make_tuple(x, y), std::make_tuple(tx, ty));
+      zn::set_simd_enabled(true);
+      double scale = std::max(1.0, std::abs(want_value));
+      CHECK(std::abs(value.item() - want_value) <= 1e-12 * scale);
+      CHECK(max_error(std::get<0>(g), want_x) <= 1e-13);
+      CHECK(max_error(std::get<1>(g), want_y) <= 1e-13);
+      CHECK(std::abs(out.item() - want_value) <= 1e-12 * scale);
+      CHECK(std::abs(tangent.item() - want_tangent) <=
+            1e-12 * std::max(1.0, std::abs(want_tangent)));
+    }
+  }
+  // Broadcast operands and a rank-0 one (the kept node has the broadcast shape or rank 0), a
+  // kept node under a non-total reduction, and the same function through the tape (each
+  // materialization memoizes its own expression).
+  check_grads(f, random_array({3, 1}, 65), random_array({1, 4}, 66));
+  check_grads(f, random_array({5}, 67), random_array({}, 68));
+  check_grads(
+      [](auto const& x) {
+        return zn::sum(zn::log(zn::sum(zn::exp(x), {1})) * zn::cos(zn::sum(x * x, {1})));
+      },
+      random_array({2, 3}, 69));
+  check_grads(
+      [](zn::array<double> const& x) {
+        zn::array<double> h = x;
+        for (int k = 0; k < 3; ++k) h = h * zn::exp(zn::sin(h)) + 0.5;
+        return zn::sum(h * zn::exp(h));
+      },
+      random_array({6}, 70));
 }

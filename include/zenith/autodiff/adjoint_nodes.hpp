@@ -7,8 +7,7 @@
 //                    share(ct) wraps only what is not cheap to read again.
 //   shared_ref<E>    e behind a shared handle: a cotangent several operands take, copied
 //                    without copying its tree (not a barrier; e's own evaluator).
-//   reuse_node<E>    a costly cotangent that several operands read: evaluated once where it
-//                    fits in cache, else recomputed by each reader (not a barrier).
+//   reuse_node<E>    (autodiff/reuse.hpp) a costly cotangent that several operands read.
 //   pad_node<E>      the adjoint of slice: e written into zeros of the sliced array's shape.
 //   fold_to_node<E>  e summed down to a broadcast-from shape (sum_to) and reshaped: the
 //                    cotangent of a batched matmul operand.
@@ -26,6 +25,7 @@
 #include "../expr/reshape.hpp"
 #include "../expr/views.hpp"
 #include "memoize.hpp"
+#include "reuse.hpp"
 #include "sum_to.hpp"
 
 namespace zenith {
@@ -79,95 +79,7 @@ struct evaluator_for<shared_ref<E>> {
   static type build(shared_ref<E> const& e) { return make_evaluator(e.child()); }
 };
 
-// reuse_node<E>: a costly cotangent that several operands' rules read (ct at x * y when ct
-// computes an exp, say). Where its values fit in cache, the first evaluator built for it
-// evaluates it once into a buffer that every reader then reads; a larger one is recomputed by
-// each reader's loop instead, because there storing it costs more memory traffic than the
-// recomputation it saves (bench/RESULTS.md, "Gradient cost" and "FastAD's suite").
-template <expression E>
-struct reuse_node : expr_base {
-  using value_type = value_t<E>;
-  static constexpr bool fixed = false;
-
-  // Shared by the copies (every operand's cotangent holds one): copying the node copies one
-  // handle, not the cotangent's tree.
-  struct state {
-    E child;
-    std::optional<array<value_type>> cache;  // the values, once evaluated
-  };
-  std::shared_ptr<state> s;
-
-  explicit reuse_node(E e) : s(std::make_shared<state>(state{std::move(e), std::nullopt})) {}
-  E const& child() const { return s->child; }
-  zenith::shape shape() const { return child().shape(); }
-  template <class F>
-  void for_each_array(F&& f) const {
-    child().for_each_array(f);
-  }
-
-  // Stored up to this many bytes, a few times less than a core's L2. Small ones are stored too:
-  // recomputing them is cheap, but building each reader's evaluator for the whole child costs
-  // more than one evaluation (stochastic volatility at 1 element measured 7% slower when those
-  // under 512 elements were recomputed).
-  static constexpr std::size_t max_stored_bytes = std::size_t(256) << 10;
-  static bool stores(std::size_t n) { return n * sizeof(value_type) <= max_stored_bytes; }
-};
-
-// Reads the stored values, or the child's evaluator recomputing them (the branch is the same
-// for the whole loop).
-template <class T, class Ev>
-struct reuse_eval {
-  using value_type = T;
-  using compute_type = T;
-  std::optional<Ev> child;  // recomputed: built only then, so the child's barriers run once
-  leaf_eval<T> stored;
-
-  template <class F>
-  void for_each_leaf(F&& f) {
-    if (child)
-      child->for_each_leaf(f);
-    else
-      f(stored);
-  }
-  void start_row(std::int64_t const* idx, std::size_t r) {
-    if (child)
-      child->start_row(idx, r);
-    else
-      stored.start_row(idx, r);
-  }
-  T scalar(std::int64_t j) const { return child ? T(child->scalar(j)) : stored.scalar(j); }
-  template <row_access A>
-  xsimd::batch<T> simd(std::int64_t j) const {
-    if (child) return child->template simd<A>(j);
-    return stored.template simd<A>(j);
-  }
-  template <class Lane>
-  static constexpr bool vectorizable() {
-    return Ev::template vectorizable<Lane>() && leaf_eval<T>::template vectorizable<Lane>();
-  }
-};
-
-template <class E>
-struct evaluator_for<reuse_node<E>> {
-  using T = value_t<E>;
-  static_assert(std::is_floating_point_v<T>, "zenith: reuse_node holds float or double values");
-  using type = reuse_eval<T, evaluator_t<E>>;
-  static type build(reuse_node<E> const& e) {
-    type r;
-    if (reuse_node<E>::stores(e.shape().numel())) {
-      auto& cache = e.s->cache;
-      if (!cache) cache = detail::evaluate_untraced<T>(e.child());
-      r.stored = leaf_eval<T>::owning(*cache);
-    } else {
-      r.child.emplace(make_evaluator(e.child()));
-    }
-    return r;
-  }
-};
-
 namespace detail::red {
-template <class E>
-struct has_barrier<reuse_node<E>> : has_barrier<E> {};  // a reader may recompute it
 template <class E>
 struct has_barrier<shared_ref<E>> : has_barrier<E> {};
 }  // namespace detail::red
@@ -272,13 +184,6 @@ inline constexpr bool cheap_v<sum_to_node<C>> = cheap_v<C>;
 // Whether recomputing e costs transcendentals (an op tagged `costly` in expr/ops.hpp) in the
 // elementwise part that a fused loop would evaluate again; barriers and leaves are read, not
 // recomputed.
-template <class Op>
-constexpr bool costly_op() {
-  if constexpr (requires { Op::costly; })
-    return Op::costly;
-  else
-    return false;
-}
 template <class E>
 inline constexpr bool costly_v = false;
 template <class Op, class... Cs>

@@ -89,6 +89,9 @@ template <class C>
 inline constexpr bool is_map_node_v = false;
 template <class Op, class... Cs>
 inline constexpr bool is_map_node_v<map_node<Op, Cs...>> = true;
+// An elementwise node kept by memoize: elementwise too (it takes a broadcast cotangent as is).
+template <class C>
+inline constexpr bool is_map_node_v<reuse_node<C>> = is_map_node_v<C>;
 
 // The cotangent of a child, in its element type. An elementwise child takes it as it is, even
 // when it is broadcast to a larger shape: the child's own partials broadcast along, and summing
@@ -132,28 +135,34 @@ struct reverse<map_node<Op, Cs...>> {
 
   template <class G, class Sink>
   static void run(map_node<Op, Cs...> const& e, G ct, Sink& sink) {
+    run_as(e, e, std::move(ct), sink);
+  }
+  // The same rule, with y standing for e's value in the partials: e's kept form (a reuse_node
+  // from memoize), so that a rule reading the value (exp's is y itself) reads it stored.
+  template <class Y, class G, class Sink>
+  static void run_as(Y const& y, map_node<Op, Cs...> const& e, G ct, Sink& sink) {
     if constexpr (requires { Op::piecewise_constant; }) {
       // Zero almost everywhere: no cotangent flows (as in JAX).
     } else if constexpr (takers >= 2 && costly_v<G> && std::is_floating_point_v<value_t<G>>) {
       // Every operand's cotangent would recompute ct's transcendentals: evaluate ct once.
-      each(e, reuse_node<G>(std::move(ct)), sink);
+      each(y, e, reuse_node<G>(std::move(ct)), sink);
     } else if constexpr (takers >= 2 && tree_copy_v<G>) {
       // Each operand's cotangent holds ct: one tree behind a shared handle, not a copy each.
-      each(e, shared_ref<G>(std::move(ct)), sink);
+      each(y, e, shared_ref<G>(std::move(ct)), sink);
     } else {
-      each(e, std::move(ct), sink);
+      each(y, e, std::move(ct), sink);
     }
   }
 
  private:
-  template <class G, class Sink>
-  static void each(map_node<Op, Cs...> const& e, G ct, Sink& sink) {
+  template <class Y, class G, class Sink>
+  static void each(Y const& y, map_node<Op, Cs...> const& e, G ct, Sink& sink) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
         if constexpr (takes_cotangent<J>) {
           auto const& c = std::get<J>(e.children);
           auto local = std::apply(
-              [&](auto const&... xs) { return Op::template partial<J>(e, xs...); }, e.children);
+              [&](auto const&... xs) { return Op::template partial<J>(y, xs...); }, e.children);
           if constexpr (J == last_taker)
             backward(c, detail::to_child(c, std::move(ct) * std::move(local)), sink);
           else
@@ -383,7 +392,10 @@ template <class C>
 struct reverse<reuse_node<C>> {
   template <class G, class Sink>
   static void run(reuse_node<C> const& e, G ct, Sink& sink) {
-    backward(e.child(), std::move(ct), sink);
+    if constexpr (detail::is_map_node_v<C>)
+      reverse<C>::run_as(e, e.child(), std::move(ct), sink);  // its partials read e, kept
+    else
+      backward(e.child(), std::move(ct), sink);
   }
 };
 

@@ -94,12 +94,15 @@ struct forward<map_node<Op, Cs...>> {
   using E = map_node<Op, Cs...>;
   using T = value_t<E>;
 
-  static auto run(E const& e, tangents const& ts) {
+  static auto run(E const& e, tangents const& ts) { return run_as(e, e, ts); }
+  // With y standing for e's value in the partials (see reverse<map_node>::run_as).
+  template <class Y>
+  static auto run_as(Y const& y, E const& e, tangents const& ts) {
     if constexpr (requires { Op::piecewise_constant; }) {
       return detail::zero_tangent(e);
     } else {
       auto terms = [&]<std::size_t... I>(std::index_sequence<I...>) {
-        return std::tuple_cat(term<I>(e, ts)...);
+        return std::tuple_cat(term<I>(y, e, ts)...);
       }
       (std::index_sequence_for<Cs...>{});
       if constexpr (std::tuple_size_v<decltype(terms)> == 0)
@@ -114,8 +117,8 @@ struct forward<map_node<Op, Cs...>> {
   }
 
  private:
-  template <std::size_t J>
-  static auto term(E const& e, tangents const& ts) {
+  template <std::size_t J, class Y>
+  static auto term(Y const& y, E const& e, tangents const& ts) {
     using C = std::tuple_element_t<J, std::tuple<Cs...>>;
     constexpr unsigned nondiff = [] {
       if constexpr (requires { Op::nondiff_operands; })
@@ -126,7 +129,7 @@ struct forward<map_node<Op, Cs...>> {
     if constexpr ((nondiff >> J & 1) || !detail::differentiable_v<C> || C::fixed) {
       return std::tuple<>{};
     } else {
-      auto local = std::apply([&](auto const&... xs) { return Op::template partial<J>(e, xs...); },
+      auto local = std::apply([&](auto const&... xs) { return Op::template partial<J>(y, xs...); },
                               e.children);
       return std::tuple{
           zenith::detail::convert<T>(local * tangent_of(std::get<J>(e.children), ts))};
@@ -284,7 +287,12 @@ struct forward<shared_ref<C>> {
 };
 template <class C>
 struct forward<reuse_node<C>> {
-  static auto run(reuse_node<C> const& e, tangents const& ts) { return tangent_of(e.child(), ts); }
+  static auto run(reuse_node<C> const& e, tangents const& ts) {
+    if constexpr (detail::is_map_node_v<C>)
+      return forward<C>::run_as(e, e.child(), ts);  // its partials read e, kept
+    else
+      return tangent_of(e.child(), ts);
+  }
 };
 
 }  // namespace zenith::autodiff

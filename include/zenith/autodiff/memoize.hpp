@@ -8,6 +8,12 @@
 // this, each such read would evaluate the barriers below it again, a GEMM per read. The rebuilt
 // expression keeps every node type's structure, so the reverse rules still see the barrier and its
 // children.
+//
+// Below the root, an elementwise node whose op is costly (exp, log, sin, ...; float or double) is
+// kept too, as a reuse_node (autodiff/reuse.hpp): the value and the rules that read it (exp's
+// partial is its own value, the partial of x in x * exp(h) is exp(h)) share one evaluation where
+// it fits in cache, instead of each loop computing the transcendental again. The root is not
+// kept: its value is the output itself.
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -21,6 +27,7 @@
 #include "../expr/reshape.hpp"
 #include "../expr/softmax.hpp"
 #include "../expr/views.hpp"
+#include "reuse.hpp"
 
 namespace zenith {
 
@@ -59,37 +66,50 @@ struct memoized {
 template <class E>
 using memoized_t = typename memoized<std::remove_cvref_t<E>>::type;
 
+// Whether memoize keeps e below the root (a costly elementwise node of a float type).
+template <class E>
+inline constexpr bool kept_v = false;
+template <class Op, class... Cs>
+inline constexpr bool kept_v<map_node<Op, Cs...>> =
+    costly_op<Op>() && !map_node<Op, Cs...>::fixed
+    && std::is_floating_point_v<value_t<map_node<Op, Cs...>>>;
+
+// The memoized form of a child node: kept, or as at the root.
+template <class E>
+using memoized_child_t =
+    std::conditional_t<kept_v<std::remove_cvref_t<E>>, reuse_node<memoized_t<E>>, memoized_t<E>>;
+
 template <class Op, class... Cs>
 struct memoized<map_node<Op, Cs...>> {
-  using type = map_node<Op, memoized_t<Cs>...>;
+  using type = map_node<Op, memoized_child_t<Cs>...>;
 };
 template <class V, class C>
 struct memoized<view_node<V, C>> {
-  using type = view_node<V, memoized_t<C>>;
+  using type = view_node<V, memoized_child_t<C>>;
 };
 template <class C>
 struct memoized<reshape_node<C>> {
-  using type = reshape_node<memoized_t<C>>;
+  using type = reshape_node<memoized_child_t<C>>;
 };
 template <class Op, class C>
 struct memoized<reduce_node<Op, C>> {
-  using type = memo_node<reduce_node<Op, memoized_t<C>>>;
+  using type = memo_node<reduce_node<Op, memoized_child_t<C>>>;
 };
 template <class A, class B>
 struct memoized<matmul_node<A, B>> {
-  using type = memo_node<matmul_node<memoized_t<A>, memoized_t<B>>>;
+  using type = memo_node<matmul_node<memoized_child_t<A>, memoized_child_t<B>>>;
 };
 template <class Op, class E>
 struct memoized<softmax_node<Op, E>> {
-  using type = memo_node<softmax_node<Op, memoized_t<E>>>;
+  using type = memo_node<softmax_node<Op, memoized_child_t<E>>>;
 };
 template <class Op, class E>
 struct memoized<concat_node<Op, std::vector<E>>> {
-  using type = memo_node<concat_node<Op, std::vector<memoized_t<E>>>>;
+  using type = memo_node<concat_node<Op, std::vector<memoized_child_t<E>>>>;
 };
 template <class Op, class... Es>
 struct memoized<concat_node<Op, std::tuple<Es...>>> {
-  using type = memo_node<concat_node<Op, std::tuple<memoized_t<Es>...>>>;
+  using type = memo_node<concat_node<Op, std::tuple<memoized_child_t<Es>...>>>;
 };
 
 // Barrier b held with its value, evaluated as a level-Level expression.
@@ -115,58 +135,70 @@ decltype(auto) memoize(E const& e) {
   return memoizer<E>::template run<Level>(e);
 }
 
+// e memoized as a child node: kept when kept_v, else as memoize gives it.
+template <int Level = 0, class E>
+decltype(auto) memoize_child(E const& e) {
+  if constexpr (kept_v<E>)
+    return memoized_child_t<E>(memoize<Level>(e));
+  else
+    return memoize<Level>(e);
+}
+
 template <class Op, class... Cs>
 struct memoizer<map_node<Op, Cs...>> {
   using M = memoized_t<map_node<Op, Cs...>>;
   template <int Level>
   static M run(map_node<Op, Cs...> const& e) {
-    return std::apply([](auto const&... c) { return M(memoize<Level>(c)...); }, e.children);
+    return std::apply([](auto const&... c) { return M(memoize_child<Level>(c)...); }, e.children);
   }
 };
 template <class V, class C>
 struct memoizer<view_node<V, C>> {
   template <int Level>
   static memoized_t<view_node<V, C>> run(view_node<V, C> const& e) {
-    return memoized_t<view_node<V, C>>(memoize<Level>(e.child), e.view);
+    return memoized_t<view_node<V, C>>(memoize_child<Level>(e.child), e.view);
   }
 };
 template <class C>
 struct memoizer<reshape_node<C>> {
   template <int Level>
   static memoized_t<reshape_node<C>> run(reshape_node<C> const& e) {
-    return memoized_t<reshape_node<C>>(memoize<Level>(e.child), e.shape());
+    return memoized_t<reshape_node<C>>(memoize_child<Level>(e.child), e.shape());
   }
 };
 template <class Op, class C>
 struct memoizer<reduce_node<Op, C>> {
   template <int Level>
   static memoized_t<reduce_node<Op, C>> run(reduce_node<Op, C> const& e) {
-    return memo<Level>(reduce_node<Op, memoized_t<C>>(memoize<Level>(e.child), e.axes, e.keepdims));
+    return memo<Level>(
+        reduce_node<Op, memoized_child_t<C>>(memoize_child<Level>(e.child), e.axes, e.keepdims));
   }
 };
 template <class A, class B>
 struct memoizer<matmul_node<A, B>> {
   template <int Level>
   static memoized_t<matmul_node<A, B>> run(matmul_node<A, B> const& e) {
-    return memo<Level>(matmul_node<memoized_t<A>, memoized_t<B>>(memoize<Level>(e.lhs()),
-                                                                 memoize<Level>(e.rhs())));
+    return memo<Level>(matmul_node<memoized_child_t<A>, memoized_child_t<B>>(
+        memoize_child<Level>(e.lhs()), memoize_child<Level>(e.rhs())));
   }
 };
 template <class Op, class E>
 struct memoizer<softmax_node<Op, E>> {
   template <int Level>
   static memoized_t<softmax_node<Op, E>> run(softmax_node<Op, E> const& e) {
-    return memo<Level>(softmax_node<Op, memoized_t<E>>(memoize<Level>(e.input()), int(e.axis)));
+    return memo<Level>(
+        softmax_node<Op, memoized_child_t<E>>(memoize_child<Level>(e.input()), int(e.axis)));
   }
 };
 template <class Op, class E>
 struct memoizer<concat_node<Op, std::vector<E>>> {
   template <int Level>
   static memoized_t<concat_node<Op, std::vector<E>>> run(concat_node<Op, std::vector<E>> const& e) {
-    std::vector<memoized_t<E>> parts;
+    std::vector<memoized_child_t<E>> parts;
     parts.reserve(e.parts.size());
-    for (auto const& p : e.parts) parts.push_back(memoize<Level>(p));
-    return memo<Level>(concat_node<Op, std::vector<memoized_t<E>>>(std::move(parts), int(e.axis)));
+    for (auto const& p : e.parts) parts.push_back(memoize_child<Level>(p));
+    return memo<Level>(
+        concat_node<Op, std::vector<memoized_child_t<E>>>(std::move(parts), int(e.axis)));
   }
 };
 template <class Op, class... Es>
@@ -176,8 +208,8 @@ struct memoizer<concat_node<Op, std::tuple<Es...>>> {
       concat_node<Op, std::tuple<Es...>> const& e) {
     return memo<Level>(std::apply(
         [&](auto const&... p) {
-          return concat_node<Op, std::tuple<memoized_t<Es>...>>(
-              std::tuple<memoized_t<Es>...>(memoize<Level>(p)...), int(e.axis));
+          return concat_node<Op, std::tuple<memoized_child_t<Es>...>>(
+              std::tuple<memoized_child_t<Es>...>(memoize_child<Level>(p)...), int(e.axis));
         },
         e.parts));
   }
