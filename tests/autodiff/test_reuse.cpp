@@ -154,6 +154,20 @@ TEST_CASE("memoize keeps costly elementwise nodes below the root", "[autodiff][r
       std::is_same_v<Kept,
                      zn::map_node<zn::ops::mul, A, zn::reuse_node<zn::map_node<zn::ops::exp, A>>>>);
   static_assert(std::is_same_v<memoized_t<decltype(zn::exp(x * y))>, decltype(zn::exp(x * y))>);
+  // A costly node only the value reads is not kept (log's rule reads its operand, a sum's
+  // nothing); its operand is, when the log's rule reads it.
+  using LogExp = decltype(zn::log(zn::exp(x)) + x);
+  static_assert(
+      std::is_same_v<
+          memoized_t<LogExp>,
+          zn::map_node<zn::ops::add,
+                       zn::map_node<zn::ops::log, zn::reuse_node<zn::map_node<zn::ops::exp, A>>>,
+                       A>>);
+  using SumLog = decltype(zn::sum(zn::log(x)));
+  static_assert(std::is_same_v<memoized_t<SumLog>, zn::memo_node<SumLog>>);
+  static_assert(
+      std::is_same_v<memoized_t<decltype(x * zn::log(y))>,
+                     zn::map_node<zn::ops::mul, A, zn::reuse_node<zn::map_node<zn::ops::log, A>>>>);
   // A reduction's child is kept too (the sum and exp's rule both read it); integers are not.
   static_assert(zn::autodiff::kept_v<decltype(zn::exp(x))>);
   static_assert(!zn::autodiff::kept_v<decltype(x * y)>);

@@ -9,11 +9,12 @@
 // expression keeps every node type's structure, so the reverse rules still see the barrier and its
 // children.
 //
-// Below the root, an elementwise node whose op is costly (exp, log, sin, ...; float or double) is
-// kept too, as a reuse_node (autodiff/reuse.hpp): the value and the rules that read it (exp's
-// partial is its own value, the partial of x in x * exp(h) is exp(h)) share one evaluation where
-// it fits in cache, instead of each loop computing the transcendental again. The root is not
-// kept: its value is the output itself.
+// Below the root, an elementwise node whose op is costly (exp, log, sin, ...; float or double) and
+// whose value a rule reads is kept too, as a reuse_node (autodiff/reuse.hpp): the value and the
+// rules that read it (exp's partial is its own value, the partial of x in x * exp(h) is exp(h))
+// share one evaluation where it fits in cache, instead of each loop computing the
+// transcendental again. The root is not kept: its value is the output itself. Neither is a node
+// only the value reads (log in sum(log(x))): keeping it would cost a buffer and a pass.
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -66,7 +67,7 @@ struct memoized {
 template <class E>
 using memoized_t = typename memoized<std::remove_cvref_t<E>>::type;
 
-// Whether memoize keeps e below the root (a costly elementwise node of a float type).
+// Whether e may be kept below the root: a costly elementwise node of a float type.
 template <class E>
 inline constexpr bool kept_v = false;
 template <class Op, class... Cs>
@@ -74,42 +75,107 @@ inline constexpr bool kept_v<map_node<Op, Cs...>> =
     costly_op<Op>() && !map_node<Op, Cs...>::fixed
     && std::is_floating_point_v<value_t<map_node<Op, Cs...>>>;
 
-// The memoized form of a child node: kept, or as at the root.
+// Which rules read a node's value, decided on types: an op's partials are called (unevaluated)
+// with value_marker standing for the node's own value, and the result's type is searched for
+// the marker or for an operand's type.
+template <class T>
+struct value_marker : expr_base {
+  using value_type = T;
+  static constexpr bool fixed = false;
+  zenith::shape shape() const { return {}; }
+  template <class F>
+  void for_each_array(F&&) const {}
+};
+
+// Whether type M occurs in T (T itself, or any type argument of T, recursively).
+template <class M, class T>
+struct mentions : std::is_same<M, T> {};
+template <class M, template <class...> class Tpl, class... As>
+struct mentions<M, Tpl<As...>>
+    : std::bool_constant<std::is_same_v<M, Tpl<As...>> || (mentions<M, As>::value || ...)> {};
+
+// Whether some partial of map_node<Op, Cs...> mentions M.
+template <class M, class Op, class... Cs>
+constexpr bool partials_mention() {
+  using Y = value_marker<value_t<map_node<Op, Cs...>>>;
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    auto one = []<std::size_t J>(std::integral_constant<std::size_t, J>) {
+      if constexpr (requires(Y const& y, Cs const&... xs) { Op::template partial<J>(y, xs...); })
+        return mentions<M, decltype(Op::template partial<J>(std::declval<Y const&>(),
+                                                            std::declval<Cs const&>()...))>::value;
+      else
+        return false;
+    };
+    return (one(std::integral_constant<std::size_t, I>{}) || ...);
+  }
+  (std::index_sequence_for<Cs...>{});
+}
+
+// Whether e's own rule reads its value (exp's partial is exp itself; log's reads only its operand).
 template <class E>
-using memoized_child_t =
-    std::conditional_t<kept_v<std::remove_cvref_t<E>>, reuse_node<memoized_t<E>>, memoized_t<E>>;
+inline constexpr bool reads_itself_v = false;
+template <class Op, class... Cs>
+inline constexpr bool reads_itself_v<map_node<Op, Cs...>> =
+    partials_mention<value_marker<value_t<map_node<Op, Cs...>>>, Op, Cs...>();
+
+// Whether parent P's rule reads its child C's value. A sum or mean never does; an elementwise
+// parent does when a partial mentions C, or its own value (which, recomputed, reads C again);
+// any other node is assumed to.
+template <class P, class C>
+inline constexpr bool parent_reads_v = true;
+template <class C, class Op, class C2>
+requires(
+    std::is_same_v<Op, ops::reduce_sum> ||
+    std::is_same_v<Op, ops::reduce_mean>) inline constexpr bool parent_reads_v<reduce_node<Op, C2>,
+                                                                               C> = false;
+template <class C, class Op, class... Cs>
+inline constexpr bool parent_reads_v<map_node<Op, Cs...>, C> =
+    partials_mention<C, Op, Cs...>() || reads_itself_v<map_node<Op, Cs...>>;
+
+// Whether memoize keeps child C of parent P: a costly node that some rule reads besides the
+// value's own loop (kept only for that one read, it would cost a buffer and a pass).
+template <class P, class C>
+inline constexpr bool kept_in_v = kept_v<C> && (reads_itself_v<C> || parent_reads_v<P, C>);
+
+// The memoized form of child C of P: kept, or as at the root.
+template <class P, class C>
+using memoized_child_t = std::conditional_t<kept_in_v<P, std::remove_cvref_t<C>>,
+                                            reuse_node<memoized_t<C>>, memoized_t<C>>;
 
 template <class Op, class... Cs>
 struct memoized<map_node<Op, Cs...>> {
-  using type = map_node<Op, memoized_child_t<Cs>...>;
+  using type = map_node<Op, memoized_child_t<map_node<Op, Cs...>, Cs>...>;
 };
 template <class V, class C>
 struct memoized<view_node<V, C>> {
-  using type = view_node<V, memoized_child_t<C>>;
+  using type = view_node<V, memoized_child_t<view_node<V, C>, C>>;
 };
 template <class C>
 struct memoized<reshape_node<C>> {
-  using type = reshape_node<memoized_child_t<C>>;
+  using type = reshape_node<memoized_child_t<reshape_node<C>, C>>;
 };
 template <class Op, class C>
 struct memoized<reduce_node<Op, C>> {
-  using type = memo_node<reduce_node<Op, memoized_child_t<C>>>;
+  using type = memo_node<reduce_node<Op, memoized_child_t<reduce_node<Op, C>, C>>>;
 };
 template <class A, class B>
 struct memoized<matmul_node<A, B>> {
-  using type = memo_node<matmul_node<memoized_child_t<A>, memoized_child_t<B>>>;
+  using type = memo_node<
+      matmul_node<memoized_child_t<matmul_node<A, B>, A>, memoized_child_t<matmul_node<A, B>, B>>>;
 };
 template <class Op, class E>
 struct memoized<softmax_node<Op, E>> {
-  using type = memo_node<softmax_node<Op, memoized_child_t<E>>>;
+  using type = memo_node<softmax_node<Op, memoized_child_t<softmax_node<Op, E>, E>>>;
 };
 template <class Op, class E>
 struct memoized<concat_node<Op, std::vector<E>>> {
-  using type = memo_node<concat_node<Op, std::vector<memoized_child_t<E>>>>;
+  using type =
+      memo_node<concat_node<Op, std::vector<memoized_child_t<concat_node<Op, std::vector<E>>, E>>>>;
 };
 template <class Op, class... Es>
 struct memoized<concat_node<Op, std::tuple<Es...>>> {
-  using type = memo_node<concat_node<Op, std::tuple<memoized_child_t<Es>...>>>;
+  using type = memo_node<
+      concat_node<Op, std::tuple<memoized_child_t<concat_node<Op, std::tuple<Es...>>, Es>...>>>;
 };
 
 // Barrier b held with its value, evaluated as a level-Level expression.
@@ -135,81 +201,89 @@ decltype(auto) memoize(E const& e) {
   return memoizer<E>::template run<Level>(e);
 }
 
-// e memoized as a child node: kept when kept_v, else as memoize gives it.
-template <int Level = 0, class E>
+// Child c of parent P memoized: kept when kept_in_v, else as memoize gives it.
+template <class P, int Level = 0, class E>
 decltype(auto) memoize_child(E const& e) {
-  if constexpr (kept_v<E>)
-    return memoized_child_t<E>(memoize<Level>(e));
+  if constexpr (kept_in_v<P, E>)
+    return memoized_child_t<P, E>(memoize<Level>(e));
   else
     return memoize<Level>(e);
 }
 
 template <class Op, class... Cs>
 struct memoizer<map_node<Op, Cs...>> {
-  using M = memoized_t<map_node<Op, Cs...>>;
+  using P = map_node<Op, Cs...>;
+  using M = memoized_t<P>;
   template <int Level>
-  static M run(map_node<Op, Cs...> const& e) {
-    return std::apply([](auto const&... c) { return M(memoize_child<Level>(c)...); }, e.children);
+  static M run(P const& e) {
+    return std::apply([](auto const&... c) { return M(memoize_child<P, Level>(c)...); },
+                      e.children);
   }
 };
 template <class V, class C>
 struct memoizer<view_node<V, C>> {
+  using P = view_node<V, C>;
   template <int Level>
-  static memoized_t<view_node<V, C>> run(view_node<V, C> const& e) {
-    return memoized_t<view_node<V, C>>(memoize_child<Level>(e.child), e.view);
+  static memoized_t<P> run(P const& e) {
+    return memoized_t<P>(memoize_child<P, Level>(e.child), e.view);
   }
 };
 template <class C>
 struct memoizer<reshape_node<C>> {
+  using P = reshape_node<C>;
   template <int Level>
-  static memoized_t<reshape_node<C>> run(reshape_node<C> const& e) {
-    return memoized_t<reshape_node<C>>(memoize_child<Level>(e.child), e.shape());
+  static memoized_t<P> run(P const& e) {
+    return memoized_t<P>(memoize_child<P, Level>(e.child), e.shape());
   }
 };
 template <class Op, class C>
 struct memoizer<reduce_node<Op, C>> {
+  using P = reduce_node<Op, C>;
   template <int Level>
-  static memoized_t<reduce_node<Op, C>> run(reduce_node<Op, C> const& e) {
-    return memo<Level>(
-        reduce_node<Op, memoized_child_t<C>>(memoize_child<Level>(e.child), e.axes, e.keepdims));
+  static memoized_t<P> run(P const& e) {
+    return memo<Level>(reduce_node<Op, memoized_child_t<P, C>>(memoize_child<P, Level>(e.child),
+                                                               e.axes, e.keepdims));
   }
 };
 template <class A, class B>
 struct memoizer<matmul_node<A, B>> {
+  using P = matmul_node<A, B>;
   template <int Level>
-  static memoized_t<matmul_node<A, B>> run(matmul_node<A, B> const& e) {
-    return memo<Level>(matmul_node<memoized_child_t<A>, memoized_child_t<B>>(
-        memoize_child<Level>(e.lhs()), memoize_child<Level>(e.rhs())));
+  static memoized_t<P> run(P const& e) {
+    return memo<Level>(matmul_node<memoized_child_t<P, A>, memoized_child_t<P, B>>(
+        memoize_child<P, Level>(e.lhs()), memoize_child<P, Level>(e.rhs())));
   }
 };
 template <class Op, class E>
 struct memoizer<softmax_node<Op, E>> {
+  using P = softmax_node<Op, E>;
   template <int Level>
-  static memoized_t<softmax_node<Op, E>> run(softmax_node<Op, E> const& e) {
+  static memoized_t<P> run(P const& e) {
     return memo<Level>(
-        softmax_node<Op, memoized_child_t<E>>(memoize_child<Level>(e.input()), int(e.axis)));
+        softmax_node<Op, memoized_child_t<P, E>>(memoize_child<P, Level>(e.input()), int(e.axis)));
   }
 };
 template <class Op, class E>
 struct memoizer<concat_node<Op, std::vector<E>>> {
+  using P = concat_node<Op, std::vector<E>>;
   template <int Level>
-  static memoized_t<concat_node<Op, std::vector<E>>> run(concat_node<Op, std::vector<E>> const& e) {
-    std::vector<memoized_child_t<E>> parts;
+  static memoized_t<P> run(P const& e) {
+    std::vector<memoized_child_t<P, E>> parts;
     parts.reserve(e.parts.size());
-    for (auto const& p : e.parts) parts.push_back(memoize_child<Level>(p));
+    for (auto const& p : e.parts) parts.push_back(memoize_child<P, Level>(p));
     return memo<Level>(
-        concat_node<Op, std::vector<memoized_child_t<E>>>(std::move(parts), int(e.axis)));
+        concat_node<Op, std::vector<memoized_child_t<P, E>>>(std::move(parts), int(e.axis)));
   }
 };
 template <class Op, class... Es>
 struct memoizer<concat_node<Op, std::tuple<Es...>>> {
+  using P = concat_node<Op, std::tuple<Es...>>;
   template <int Level>
-  static memoized_t<concat_node<Op, std::tuple<Es...>>> run(
-      concat_node<Op, std::tuple<Es...>> const& e) {
+  static memoized_t<P> run(P const& e) {
     return memo<Level>(std::apply(
         [&](auto const&... p) {
-          return concat_node<Op, std::tuple<memoized_child_t<Es>...>>(
-              std::tuple<memoized_child_t<Es>...>(memoize_child<Level>(p)...), int(e.axis));
+          return concat_node<Op, std::tuple<memoized_child_t<P, Es>...>>(
+              std::tuple<memoized_child_t<P, Es>...>(memoize_child<P, Level>(p)...), int(e.axis));
         },
         e.parts));
   }

@@ -135,7 +135,7 @@ array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts
   using T = value_t<Out>;
   if constexpr (is_total_reduction_v<Out>) {
     using Op = typename Out::op_type;
-    auto child = autodiff::memoize_child(out.child);
+    auto child = autodiff::memoize_child<Out>(out.child);
     reduce_node<Op, std::remove_cvref_t<decltype(child)>> top(std::move(child), out.axes,
                                                               out.keepdims);
     std::optional<array<T>> value;
