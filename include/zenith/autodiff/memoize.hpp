@@ -94,13 +94,25 @@ template <class M, template <class...> class Tpl, class... As>
 struct mentions<M, Tpl<As...>>
     : std::bool_constant<std::is_same_v<M, Tpl<As...>> || (mentions<M, As>::value || ...)> {};
 
-// Whether some partial of map_node<Op, Cs...> mentions M.
+// Whether some partial of map_node<Op, Cs...> that the reverse pass takes mentions M (only
+// operands that take a cotangent: where's condition, say, has no partial to call).
 template <class M, class Op, class... Cs>
 constexpr bool partials_mention() {
   using Y = value_marker<value_t<map_node<Op, Cs...>>>;
+  constexpr unsigned nondiff = [] {
+    if constexpr (requires { Op::nondiff_operands; })
+      return unsigned(Op::nondiff_operands);
+    else
+      return 0u;
+  }();
   return []<std::size_t... I>(std::index_sequence<I...>) {
     auto one = []<std::size_t J>(std::integral_constant<std::size_t, J>) {
-      if constexpr (requires(Y const& y, Cs const&... xs) { Op::template partial<J>(y, xs...); })
+      using C = std::tuple_element_t<J, std::tuple<Cs...>>;
+      if constexpr ((nondiff >> J & 1) || !floating_element<value_t<C>>)
+        return false;
+      else if constexpr (requires(Y const& y, Cs const&... xs) {
+                           Op::template partial<J>(y, xs...);
+                         })
         return mentions<M, decltype(Op::template partial<J>(std::declval<Y const&>(),
                                                             std::declval<Cs const&>()...))>::value;
       else
