@@ -46,14 +46,26 @@ void check_against_loops(std::size_t n) {
     CHECK(std::abs(gb.data()[i] - x * std::cos(y)) <= tol);
     CHECK(std::abs(gc.data()[i] + 2 * z * std::exp(-z * z)) <= tol);
   }
+  // Bitwise the same on one thread: threads only decide who runs which blocks.
+  std::size_t threads = zn::get_num_threads();
+  zn::set_num_threads(1);
+  auto [value1, g1] = zn::value_and_grad(f, zn::argnums<0, 1, 2>)(a, b, c);
+  zn::set_num_threads(threads);
+  CHECK(same_bits(value1.item(), value.item()));
+  auto const& [ga1, gb1, gc1] = g1;
+  CHECK(std::memcmp(ga1.data(), ga.data(), n * sizeof(T)) == 0);
+  CHECK(std::memcmp(gb1.data(), gb.data(), n * sizeof(T)) == 0);
+  CHECK(std::memcmp(gc1.data(), gc.data(), n * sizeof(T)) == 0);
 }
 
 }  // namespace
 
 TEST_CASE("value and gradients in one pass match plain loops", "[grad][fused_pass]") {
   // One element; a block; a partial block; enough for the thread pool (many blocks, the last one
-  // partial).
-  for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(8192), std::size_t(40001)}) {
+  // partial); kept values too large to store (computed once per piece, reuse.hpp), for doubles
+  // from 40001 elements and for floats at 100003.
+  for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(8192), std::size_t(40001),
+                        std::size_t(100003)}) {
     check_against_loops<float>(n);
     check_against_loops<double>(n);
   }
@@ -123,5 +135,33 @@ TEST_CASE("the fused pass falls back where it cannot join", "[grad][fused_pass]"
     auto [gx, gw] = zn::grad(f, zn::argnums<0, 1>)(x, w);
     check_close(gx, numeric_grad(f, 0, x, w));
     check_close(gw, numeric_grad(f, 1, x, w));
+  }
+}
+
+TEST_CASE("loops of one pass read a large kept value at their own positions",
+          "[grad][fused_pass]") {
+  // Two loops of one group read the same kept exp(y), too large to store and so computed per
+  // piece, through two different slices: each must get its own elements, not the values the
+  // other loop computed for the piece.
+  std::size_t n = 40000;
+  auto y = random_array({n + 1}, 11);
+  zn::reuse_node kept(zn::exp(y));
+  REQUIRE_FALSE(decltype(kept)::stores(n + 1));
+  zn::detail::fused_group group;
+  auto [upper, joined1] =
+      zn::detail::store_or_evaluate<double>(group, zn::slice(kept, 0, 1, n + 1));
+  auto [lower, joined2] = zn::detail::store_or_evaluate<double>(group, zn::slice(kept, 0, 0, n));
+  auto [twice, joined3] =
+      zn::detail::store_or_evaluate<double>(group, zn::slice(kept, 0, 1, n + 1) * 2.0);
+  REQUIRE(joined1);
+  REQUIRE(joined2);
+  REQUIRE(joined3);
+  group.run();
+  for (std::size_t i = 0; i < n; ++i) {
+    INFO("element " << i);
+    double hi = std::exp(y.data()[i + 1]), lo = std::exp(y.data()[i]);
+    REQUIRE(std::abs(upper.data()[i] - hi) <= 1e-15 * hi);
+    REQUIRE(std::abs(lower.data()[i] - lo) <= 1e-15 * lo);
+    REQUIRE(twice.data()[i] == 2 * upper.data()[i]);
   }
 }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "../backend/cpu/evaluate.hpp"
+#include "../backend/cpu/group_piece.hpp"
 #include "../backend/cpu/reduce.hpp"
 
 namespace zenith {
@@ -58,18 +59,25 @@ struct reuse_node : expr_base {
   // recomputing them is cheap, but building each reader's evaluator for the whole child costs
   // more than one evaluation (stochastic volatility at 1 element measured 7% slower when those
   // under 512 elements were recomputed).
-  static constexpr std::size_t max_stored_bytes = std::size_t(256) << 10;
+  static constexpr std::size_t max_stored_bytes = detail::max_stored_bytes;
   static bool stores(std::size_t n) { return n * sizeof(value_type) <= max_stored_bytes; }
 };
 
 // Reads the stored values, or the child's evaluator recomputing them (the branch is the same
-// for the whole loop).
+// for the whole loop). Inside a fused_group pass, the recomputed values are computed once per
+// piece instead: by the piece's first loop that reads them, into the thread's scratch, which
+// the piece's other loops read (backend/cpu/group_piece.hpp).
 template <class T, class Ev>
 struct reuse_eval {
   using value_type = T;
   using compute_type = T;
   std::optional<Ev> child;  // recomputed: built only then, so the child's barriers run once
   leaf_eval<T> stored;
+  void const* key = nullptr;  // the node: names its scratch in a group pass
+  T const* piece = nullptr;   // in a group pass, the values of the piece starting at piece_lo
+  std::int64_t piece_lo = 0;
+  detail::piece_slot* slot = nullptr;  // the thread's scratch for the node in pass slot_pass
+  std::uint64_t slot_pass = 0;
 
   template <class F>
   void for_each_leaf(F&& f) {
@@ -79,23 +87,84 @@ struct reuse_eval {
       f(stored);
   }
   void start_row(std::int64_t const* idx, std::size_t r) {
-    if (child)
-      child->start_row(idx, r);
-    else
-      stored.start_row(idx, r);
+    piece = nullptr;
+    if (!child) return stored.start_row(idx, r);
+    auto const& p = detail::current_piece();
+    if (p.active && r == 1) return read_piece(p, idx);  // a group's rows are single rows
+    child->start_row(idx, r);
   }
-  T scalar(std::int64_t j) const { return child ? T(child->scalar(j)) : stored.scalar(j); }
-  // Flattened: holding both paths, a loop with a few of these outgrows GCC's inlining budget,
-  // which then calls out for the child's transcendentals (bench/grad_cost, recomputed: 10%
-  // slower with two kept nodes, as fast as without them once flattened).
+  T scalar(std::int64_t j) const {
+    if (piece) return piece[j - piece_lo];
+    return child ? T(child->scalar(j)) : stored.scalar(j);
+  }
   template <row_access A>
-  [[gnu::flatten]] xsimd::batch<T> simd(std::int64_t j) const {
-    if (child) return child->template simd<A>(j);
+  [[gnu::always_inline]] xsimd::batch<T> simd(std::int64_t j) const {
+    if (piece) return xsimd::batch<T>::load_unaligned(piece + (j - piece_lo));
+    if (child) return recompute<A>(j);
     return stored.template simd<A>(j);
   }
   template <class Lane>
   static constexpr bool vectorizable() {
     return Ev::template vectorizable<Lane>() && leaf_eval<T>::template vectorizable<Lane>();
+  }
+
+ private:
+  // Flattened: otherwise a loop with a few of these outgrows GCC's inlining budget, which then
+  // calls out for the child's transcendentals (bench/grad_cost: 10% slower with two kept nodes,
+  // as fast as without them once flattened).
+  template <row_access A>
+  [[gnu::flatten]] xsimd::batch<T> recompute(std::int64_t j) const {
+    return child->template simd<A>(j);
+  }
+
+  // Points piece at the thread's values for piece p, computing them if no loop of the piece has.
+  // The values are those at the reader's row positions, so a reader whose child starts its row
+  // elsewhere (the node read through another view) recomputes its own instead.
+  [[gnu::noinline]] void read_piece(detail::group_piece const& p, std::int64_t const* idx) {
+    // A group small enough to run whole blocks stores its kept values (group_piece.hpp); were
+    // one recomputed there, its block would not fit the scratch.
+    if (p.hi - p.lo > detail::group_step) return child->start_row(idx, 1);
+    void const* origin = nullptr;
+    child->for_each_leaf([&](auto const& leaf) {
+      if (!origin) origin = leaf.base;
+    });
+    if (!slot || slot_pass != p.pass) {  // a runner's evaluator keeps it for its pieces
+      slot = &detail::piece_slot_for(key, p);
+      slot_pass = p.pass;
+    }
+    if (slot->holds(p) && slot->origin != origin) return child->start_row(idx, 1);
+    T* v = slot->template values<T>();
+    piece = v;
+    piece_lo = p.lo;
+    if (slot->holds(p)) return;
+    child->start_row(idx, 1);
+    std::int64_t j = p.lo;
+    if constexpr (simd_type_v<T> && Ev::template vectorizable<T>()) {
+      if (simd_enabled()) {
+        // The access the readers' loops take: every leaf's inner stride 1, or 0 or 1 (a group
+        // reads nothing else; anything else is filled by the scalar path below).
+        bool unit = true, row = true;
+        child->for_each_leaf([&](auto const& leaf) {
+          unit = unit && leaf.stride[0] == 1;
+          row = row && (leaf.stride[0] == 1 || leaf.stride[0] == 0);
+        });
+        if (unit)
+          j = fill<row_access::unit>(v, p);
+        else if (row)
+          j = fill<row_access::unit_or_broadcast>(v, p);
+      }
+    }
+    for (; j < p.hi; ++j) v[j - p.lo] = T(child->scalar(j));
+    slot->lo = p.lo;
+    slot->origin = origin;
+  }
+  // The whole batches of the piece; returns where the scalar tail starts.
+  template <row_access A>
+  [[gnu::flatten]] std::int64_t fill(T* v, detail::group_piece const& p) {
+    constexpr std::int64_t W = std::int64_t(xsimd::batch<T>::size);
+    std::int64_t j = p.lo;
+    for (; j + W <= p.hi; j += W) child->template simd<A>(j).store_unaligned(v + (j - p.lo));
+    return j;
   }
 };
 
@@ -112,6 +181,7 @@ struct evaluator_for<reuse_node<E>> {
       r.stored = leaf_eval<T>::owning(*cache);
     } else {
       r.child.emplace(make_evaluator(e.child()));
+      r.key = e.s.get();
     }
     return r;
   }

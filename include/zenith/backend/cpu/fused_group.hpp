@@ -2,13 +2,14 @@
 // One pass for several loops over the same elements: the reverse pass's gradients of one
 // function, and the value they come with. Each loop is a fused elementwise loop (fused_loop.hpp)
 // or a whole-array sum over a fused expression (reduce.hpp), and reads only contiguous leaves.
-// The pass walks the elements in blocks and runs every loop on a block before the next block,
-// so an input several loops read comes from memory once and from cache after: on large arrays
-// memory traffic, not arithmetic, is what a gradient costs.
+// The pass walks the elements in blocks, large groups in pieces of a few hundred
+// (group_piece.hpp), and runs every loop on a piece before the next piece, so an input several
+// loops read comes from memory once and from cache after, the stores of one loop drain while the
+// next computes, and a large value several loops read is computed once per piece.
 //
 // Results are bitwise those of running each loop alone: an elementwise loop's pieces start on
-// multiples of the block (the same SIMD grid as fused_loop.hpp), and a sum adds the same
-// blocks in the same pairwise tree as reduce.hpp.
+// multiples of the piece (the same SIMD grid as fused_loop.hpp), and a sum adds the same
+// batches into the same blocks, combined in the same pairwise tree, as reduce.hpp.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -19,20 +20,32 @@
 
 #include "evaluator.hpp"
 #include "fused_loop.hpp"
+#include "group_piece.hpp"
 #include "reduce.hpp"
 #include "thread_pool.hpp"
 
 namespace zenith::detail {
 
-// Elements each loop computes before the next takes over: a whole-array sum's block, and small
-// enough that a block of every input stays in cache between the loops.
+// Work is handed to threads in blocks of a whole-array sum's block (each block a run of
+// pieces), so that sums keep reduce.hpp's blocks.
 inline constexpr std::int64_t group_block = red::block_elems;
+static_assert(group_block % group_step == 0);
 
 class fused_group {
  public:
+  // A loop's work on the pieces of one thread's share of the blocks, with the loop's evaluator
+  // copied once for the share rather than once per piece.
+  struct runner {
+    virtual ~runner() = default;
+    // Elements [lo, hi) of one block: lo is a multiple of group_step, and hi is lo + group_step,
+    // or the end of the block (the block's last piece, or its only one).
+    virtual void run(std::int64_t lo, std::int64_t hi) = 0;
+  };
   struct loop {
     virtual ~loop() = default;
-    // Elements [lo, hi); lo is a multiple of group_block.
+    // A runner for a share of several pieces.
+    virtual std::unique_ptr<runner> start() = 0;
+    // One piece alone (a group of one piece needs no runner).
     virtual void run(std::int64_t lo, std::int64_t hi) = 0;
     // After every block has run.
     virtual void finish() {}
@@ -51,7 +64,7 @@ class fused_group {
     loops_.push_back(std::move(l));
   }
 
-  // Runs every loop, block by block, and empties the group.
+  // Runs every loop, piece by piece, and empties the group.
   void run() {
     std::vector<std::unique_ptr<loop>> loops = std::move(loops_);
     loops_.clear();
@@ -59,10 +72,23 @@ class fused_group {
     total_ = 0;
     if (loops.empty() || n == 0) return;
     std::int64_t blocks = (n + group_block - 1) / group_block;
+    std::uint64_t pass = next_group_pass();
+    std::int64_t step = n > whole_blocks_up_to ? group_step : group_block;
     auto body = [&](std::int64_t b0, std::int64_t b1) {
-      for (std::int64_t b = b0; b < b1; ++b) {
-        std::int64_t lo = b * group_block, hi = std::min(n, lo + group_block);
-        for (auto& l : loops) l->run(lo, hi);
+      piece_scope scope(pass);
+      std::int64_t lo = b0 * group_block, end = std::min(n, b1 * group_block);
+      if (end - lo <= step) {
+        scope.enter(lo, end);
+        for (auto& l : loops) l->run(lo, end);
+        return;
+      }
+      std::vector<std::unique_ptr<runner>> runners;
+      runners.reserve(loops.size());
+      for (auto& l : loops) runners.push_back(l->start());
+      for (; lo < end; lo += step) {
+        std::int64_t hi = std::min(end, lo + step);
+        scope.enter(lo, hi);
+        for (auto& r : runners) r->run(lo, hi);
       }
     };
     std::size_t threads = thread_pool::instance().size();
@@ -118,12 +144,7 @@ class store_loop final : public fused_group::loop {
  public:
   using Ev = decltype(make_evaluator(std::declval<E const&>()));
 
-  store_loop(E e, T* out, std::int64_t n)
-      : expr_(std::move(e)), ev_(make_evaluator(expr_)), out_(out) {
-    space_.rank = 1;
-    space_.dims[0] = n;
-    space_.total = std::size_t(n);
-  }
+  store_loop(E e, T* out) : expr_(std::move(e)), ev_(make_evaluator(expr_)), out_(out) {}
   // Coalesces the evaluator; false when e cannot be walked as one row (coalesce_to_row).
   bool prepare(zenith::shape const& s) {
     auto unit = coalesce_to_row(ev_, s);
@@ -137,22 +158,40 @@ class store_loop final : public fused_group::loop {
   // expression that cannot join a group (call before prepare()).
   void evaluate_into(array<T>& out) { run_fused(contiguous_dest(out), ev_, out.shape()); }
 
+  std::unique_ptr<fused_group::runner> start() override {
+    return std::make_unique<piece_runner>(ev_, out_, unit_);
+  }
   void run(std::int64_t lo, std::int64_t hi) override {
-    dest_view<T> dst{out_, {1}};
-    if constexpr (fused_simd_v<T, Ev>) {
-      if (simd_enabled()) {
-        if (unit_) return run_range<true, row_access::unit>(dst, ev_, space_, lo, hi);
-        return run_range<true, row_access::unit_or_broadcast>(dst, ev_, space_, lo, hi);
-      }
-    }
-    run_range<false, row_access::strided>(dst, ev_, space_, lo, hi);
+    Ev ev = ev_;
+    run_piece(ev, out_, unit_, lo, hi);
   }
 
  private:
+  struct piece_runner final : fused_group::runner {
+    Ev ev;
+    T* out;
+    bool unit;
+    piece_runner(Ev const& e, T* o, bool u) : ev(e), out(o), unit(u) {}
+    void run(std::int64_t lo, std::int64_t hi) override { run_piece(ev, out, unit, lo, hi); }
+  };
+
+  // Flattened, as the loop over a piece is all there is to inline into.
+  [[gnu::flatten]] static void run_piece(Ev& ev, T* out, bool unit, std::int64_t lo,
+                                         std::int64_t hi) {
+    std::array<std::int64_t, max_rank> idx{};
+    ev.start_row(idx.data(), 1);
+    if constexpr (fused_simd_v<T, Ev>) {
+      if (simd_enabled()) {
+        if (unit) return run_row<true, row_access::unit>(out, 1, ev, lo, hi);
+        return run_row<true, row_access::unit_or_broadcast>(out, 1, ev, lo, hi);
+      }
+    }
+    run_row<false, row_access::strided>(out, 1, ev, lo, hi);
+  }
+
   E expr_;  // keeps every buffer the evaluator reads alive
   Ev ev_;
   T* out_;
-  loop_space space_;
   bool unit_ = false;
 };
 
@@ -163,6 +202,10 @@ class reduce_loop final : public fused_group::loop {
   using Ev = decltype(make_evaluator(std::declval<E const&>()));
   using A = typename Ev::compute_type;
   using K = red::kernel_for<Op, A>;
+  // As reduce.hpp decides for the same sum: SIMD when the compute type is the lane type.
+  using In = compute_t<value_t<E>>;
+  static constexpr bool can_simd = !std::is_same_v<In, bool> && simd_type_v<In> &&
+                                   std::is_same_v<A, In> && Ev::template vectorizable<In>();
 
   reduce_loop(E e, T* out, std::int64_t n)
       : expr_(std::move(e)), ev_(make_evaluator(expr_)), out_(out) {
@@ -180,29 +223,21 @@ class reduce_loop final : public fused_group::loop {
 
   void set_output(T* out) { out_ = out; }
 
+  std::unique_ptr<fused_group::runner> start() override {
+    return std::make_unique<piece_runner>(*this);
+  }
   void run(std::int64_t lo, std::int64_t hi) override {
-    // As reduce.hpp decides for the same sum: SIMD when the compute type is the lane type.
-    using In = compute_t<value_t<E>>;
-    constexpr bool can_simd = !std::is_same_v<In, bool> && simd_type_v<In> &&
-                              std::is_same_v<A, In> && Ev::template vectorizable<In>();
     Ev ev = ev_;
-    std::array<std::int64_t, max_rank> idx{};
-    auto& s = blocks_[std::size_t(lo / group_block)];
-    if constexpr (can_simd) {
-      if (simd_enabled()) {
-        s = unit_ ? red::block_a<Op, K, true, true>(ev, g_, idx.data(), lo, hi)
-                  : red::block_a<Op, K, true, false>(ev, g_, idx.data(), lo, hi);
-        return;
-      }
-    }
-    s = red::block_a<Op, K, false, false>(ev, g_, idx.data(), lo, hi);
+    run_piece(ev, lo, hi);
   }
 
   // The block results combined in reduce.hpp's pairwise tree (split at lo + (hi - lo) / 2, cut
   // all the way down to single blocks).
   void finish() override {
+    std::vector<typename K::state> states(blocks_.size());
+    for (std::size_t b = 0; b < blocks_.size(); ++b) states[b] = blocks_[b].result();
     std::size_t k = 0;
-    auto& s = red::combine_tasks(0, std::int64_t(blocks_.size()), max_depth, blocks_.data(), k,
+    auto& s = red::combine_tasks(0, std::int64_t(states.size()), max_depth, states.data(), k,
                                  [](auto& a, auto const& b) { a = K::merge(a, b); });
     *out_ = T(Op::finalize(s, std::size_t(g_.count)));
   }
@@ -210,11 +245,32 @@ class reduce_loop final : public fused_group::loop {
  private:
   static constexpr std::size_t max_depth = 64;  // deeper than any tree of blocks
 
+  struct piece_runner final : fused_group::runner {
+    reduce_loop& loop;
+    Ev ev;
+    explicit piece_runner(reduce_loop& l) : loop(l), ev(l.ev_) {}
+    void run(std::int64_t lo, std::int64_t hi) override { loop.run_piece(ev, lo, hi); }
+  };
+
+  // Adds elements [lo, hi) to their block's sum (flattened, as store_loop's).
+  [[gnu::flatten]] void run_piece(Ev& ev, std::int64_t lo, std::int64_t hi) {
+    std::array<std::int64_t, max_rank> idx{};
+    auto& acc = blocks_[std::size_t(lo / group_block)];
+    if (lo % group_block == 0) acc = {};
+    if constexpr (can_simd) {
+      if (simd_enabled()) {
+        if (unit_) return red::accumulate_a<Op, K, true, true>(acc, ev, g_, idx.data(), lo, hi);
+        return red::accumulate_a<Op, K, true, false>(acc, ev, g_, idx.data(), lo, hi);
+      }
+    }
+    red::accumulate_a<Op, K, false, false>(acc, ev, g_, idx.data(), lo, hi);
+  }
+
   E expr_;
   Ev ev_;
   T* out_;
   red::geometry g_;
-  std::vector<typename K::state> blocks_;
+  std::vector<red::block_acc<Op, K, A, can_simd>> blocks_;  // each block's sum so far
   bool unit_ = false;
 };
 
@@ -225,7 +281,7 @@ template <element T, expression E>
 std::pair<array<T>, bool> store_or_evaluate(fused_group& group, E const& e) {
   zenith::shape s = e.shape();
   std::int64_t n = std::int64_t(s.numel());
-  auto l = std::make_unique<store_loop<T, E>>(e, nullptr, n);
+  auto l = std::make_unique<store_loop<T, E>>(e, nullptr);
   auto out = array<T>::empty(s);
   if (n > 0 && (group.empty() || group.size() == n) && l->prepare(s)) {
     l->set_output(out.data());
@@ -242,7 +298,7 @@ std::pair<array<T>, bool> store_or_evaluate(fused_group& group, E const& e) {
 template <element T, expression E>
 void store_into(fused_group& group, array<T>& dst, E const& e) {
   std::int64_t n = std::int64_t(dst.size());
-  auto l = std::make_unique<store_loop<T, E>>(e, dst.data(), n);
+  auto l = std::make_unique<store_loop<T, E>>(e, dst.data());
   if (n > 0 && (group.empty() || group.size() == n) && l->prepare(dst.shape())) {
     group.add(std::move(l), n);
     return;

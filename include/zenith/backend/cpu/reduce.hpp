@@ -222,25 +222,45 @@ using kernel_for =
 
 // ---- case A: the innermost loop dimension is reduced -----------------------------------------
 
-// Reduces elements [lo, hi) of the reduced sub-space for the output whose kept indices are in
-// idx[0 .. nk1). Positions (for argmax) are flat indices into the reduced sub-space.
-template <class Op, class K, bool Simd, bool Unit, class Ev>
-typename K::state block_a(Ev& ev, geometry const& g, std::int64_t* idx, std::int64_t lo,
-                          std::int64_t hi) {
-  using A = typename Ev::compute_type;
+// A block's state while its elements are pushed in pieces: fused_group.hpp runs a block as
+// several pieces, other loops running between them. The SIMD path keeps four batch accumulators
+// (one per batch of each 4-batch step) beside the scalar state. Pieces whose length is a
+// multiple of 4 batches (all but a block's last) leave nothing to the one-batch and scalar
+// tails, so a block pushed in such pieces adds exactly what it adds in one piece.
+template <class Op, class K, class A, bool Simd>
+struct block_acc {
   typename K::state s = K::init();
-  if constexpr (Simd && !K::indexed) {
+  typename K::state result() const { return s; }
+};
+template <class Op, class K, class A>
+struct block_acc<Op, K, A, true> {
+  using B = xsimd::batch<A>;
+  B a0 = B(Op::template identity<A>()), a1 = a0, a2 = a0, a3 = a0;
+  typename K::state s = K::init();
+  bool used = false;  // whether any batch was added (else the accumulators hold identities)
+  typename K::state result() const {
+    if (!used) return s;
+    return K::merge(Op::hreduce(Op::simd(Op::simd(a0, a1), Op::simd(a2, a3))), s);
+  }
+};
+
+// Pushes elements [lo, hi) of the reduced sub-space for the output whose kept indices are in
+// idx[0 .. nk1) into acc (the SIMD path for plain reductions only). Positions (for argmax) are
+// flat indices into the reduced sub-space. Acc is a block_acc, with batches when Simd.
+template <class Op, class K, bool Simd, bool Unit, class Ev, class Acc>
+void accumulate_a(Acc& acc, Ev& ev, geometry const& g, std::int64_t* idx, std::int64_t lo,
+                  std::int64_t hi) {
+  using A = typename Ev::compute_type;
+  if constexpr (Simd) {
+    static_assert(!K::indexed);
     using B = xsimd::batch<A>;
     constexpr std::int64_t W = std::int64_t(B::size);
-    B id(Op::template identity<A>());
-    B a0 = id, a1 = id, a2 = id, a3 = id;
-    bool used = false;
     walk(g, g.nk1, g.n, idx, lo, hi, [&](std::int64_t j, std::int64_t je, std::int64_t) {
       ev.start_row(idx, g.n);
-      used = used || j + W <= je;
+      acc.used = acc.used || j + W <= je;
       // Local copies: the captured accumulators live in memory, and GCC does not inline this
       // lambda, so accumulating into them directly costs a load and a store per batch.
-      B b0 = a0, b1 = a1, b2 = a2, b3 = a3;
+      B b0 = acc.a0, b1 = acc.a1, b2 = acc.a2, b3 = acc.a3;
       for (; j + 4 * W <= je; j += 4 * W) {
         b0 = Op::simd(b0, ev.template simd<unit_access<Unit>>(j));
         b1 = Op::simd(b1, ev.template simd<unit_access<Unit>>(j + W));
@@ -248,12 +268,25 @@ typename K::state block_a(Ev& ev, geometry const& g, std::int64_t* idx, std::int
         b3 = Op::simd(b3, ev.template simd<unit_access<Unit>>(j + 3 * W));
       }
       for (; j + W <= je; j += W) b0 = Op::simd(b0, ev.template simd<unit_access<Unit>>(j));
-      a0 = b0, a1 = b1, a2 = b2, a3 = b3;
-      for (; j < je; ++j) K::push(s, A(ev.scalar(j)), 0);
+      acc.a0 = b0, acc.a1 = b1, acc.a2 = b2, acc.a3 = b3;
+      for (; j < je; ++j) K::push(acc.s, A(ev.scalar(j)), 0);
     });
-    if (!used) return s;
-    return K::merge(Op::hreduce(Op::simd(Op::simd(a0, a1), Op::simd(a2, a3))), s);
-  } else if constexpr (Simd) {
+  } else {
+    walk(g, g.nk1, g.n, idx, lo, hi, [&](std::int64_t j, std::int64_t je, std::int64_t rowpos) {
+      ev.start_row(idx, g.n);
+      for (; j < je; ++j) K::push(acc.s, A(ev.scalar(j)), rowpos + j);
+    });
+  }
+}
+
+// Reduces elements [lo, hi) of the reduced sub-space for the output whose kept indices are in
+// idx[0 .. nk1).
+template <class Op, class K, bool Simd, bool Unit, class Ev>
+typename K::state block_a(Ev& ev, geometry const& g, std::int64_t* idx, std::int64_t lo,
+                          std::int64_t hi) {
+  using A = typename Ev::compute_type;
+  if constexpr (Simd && K::indexed) {
+    typename K::state s = K::init();
     // Per-lane best value and its position relative to lo, kept as A (exact: lo..hi is at most
     // one block, far below 2^24).
     using B = xsimd::batch<A>;
@@ -279,11 +312,9 @@ typename K::state block_a(Ev& ev, geometry const& g, std::int64_t* idx, std::int
       s = K::merge(s, {lv[l], li[l] < A(0) ? std::int64_t(-1) : std::int64_t(li[l]) + lo});
     return s;
   } else {
-    walk(g, g.nk1, g.n, idx, lo, hi, [&](std::int64_t j, std::int64_t je, std::int64_t rowpos) {
-      ev.start_row(idx, g.n);
-      for (; j < je; ++j) K::push(s, A(ev.scalar(j)), rowpos + j);
-    });
-    return s;
+    block_acc<Op, K, A, Simd> acc;
+    accumulate_a<Op, K, Simd, Unit>(acc, ev, g, idx, lo, hi);
+    return acc.result();
   }
 }
 
