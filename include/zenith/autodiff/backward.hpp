@@ -111,15 +111,8 @@ auto to_child(C const& c, G&& ct) {
 // Elementwise: child I gets ct * partial<I>, unbroadcast.
 template <class Op, class... Cs>
 struct reverse<map_node<Op, Cs...>> {
-  static constexpr unsigned nondiff = [] {
-    if constexpr (requires { Op::nondiff_operands; })
-      return Op::nondiff_operands;
-    else
-      return 0u;
-  }();
   template <std::size_t J>
-  static constexpr bool takes_cotangent =
-      !(nondiff >> J & 1) && detail::differentiable_v<std::tuple_element_t<J, std::tuple<Cs...>>>;
+  static constexpr bool takes_cotangent = operand_differentiable_v<Op, J, Cs...>;
   // The last operand that takes a cotangent: it gets ct itself, moved, the others a copy.
   static constexpr std::size_t last_taker = []<std::size_t... I>(std::index_sequence<I...>) {
     std::size_t last = sizeof...(Cs);

@@ -120,13 +120,7 @@ struct forward<map_node<Op, Cs...>> {
   template <std::size_t J, class Y>
   static auto term(Y const& y, E const& e, tangents const& ts) {
     using C = std::tuple_element_t<J, std::tuple<Cs...>>;
-    constexpr unsigned nondiff = [] {
-      if constexpr (requires { Op::nondiff_operands; })
-        return Op::nondiff_operands;
-      else
-        return 0u;
-    }();
-    if constexpr ((nondiff >> J & 1) || !detail::differentiable_v<C> || C::fixed) {
+    if constexpr (!operand_differentiable_v<Op, J, Cs...> || C::fixed) {
       return std::tuple<>{};
     } else {
       auto local = std::apply([&](auto const&... xs) { return Op::template partial<J>(y, xs...); },

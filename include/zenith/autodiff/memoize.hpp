@@ -99,16 +99,9 @@ struct mentions<M, Tpl<As...>>
 template <class M, class Op, class... Cs>
 constexpr bool partials_mention() {
   using Y = value_marker<value_t<map_node<Op, Cs...>>>;
-  constexpr unsigned nondiff = [] {
-    if constexpr (requires { Op::nondiff_operands; })
-      return unsigned(Op::nondiff_operands);
-    else
-      return 0u;
-  }();
   return []<std::size_t... I>(std::index_sequence<I...>) {
     auto one = []<std::size_t J>(std::integral_constant<std::size_t, J>) {
-      using C = std::tuple_element_t<J, std::tuple<Cs...>>;
-      if constexpr ((nondiff >> J & 1) || !floating_element<value_t<C>>)
+      if constexpr (!operand_differentiable_v<Op, J, Cs...>)
         return false;
       else if constexpr (requires(Y const& y, Cs const&... xs) {
                            Op::template partial<J>(y, xs...);

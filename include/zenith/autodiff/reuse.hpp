@@ -10,19 +10,9 @@
 #include "../backend/cpu/evaluate.hpp"
 #include "../backend/cpu/group_piece.hpp"
 #include "../backend/cpu/reduce.hpp"
+#include "op_traits.hpp"
 
 namespace zenith {
-
-namespace autodiff {
-// Whether op tag Op is marked `costly` (a transcendental: exp, log, sin, pow, ...; expr/ops.hpp).
-template <class Op>
-constexpr bool costly_op() {
-  if constexpr (requires { Op::costly; })
-    return Op::costly;
-  else
-    return false;
-}
-}  // namespace autodiff
 
 // reuse_node<E>: a costly value that several loops read. Two kinds:
 //  - a cotangent that several operands' rules read (ct at x * y when ct computes an exp, say;

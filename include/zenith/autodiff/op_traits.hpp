@@ -1,0 +1,34 @@
+#pragma once
+// What the autodiff layer reads off an op tag (expr/ops.hpp), in one place: whether the op is a
+// transcendental worth keeping, and which of its operands take a derivative.
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+
+#include "../core/dtype.hpp"
+#include "../core/expr_base.hpp"
+
+namespace zenith::autodiff {
+
+// Whether op tag Op is marked `costly` (a transcendental: exp, log, sin, pow, ...).
+template <class Op>
+constexpr bool costly_op() {
+  if constexpr (requires { Op::costly; })
+    return Op::costly;
+  else
+    return false;
+}
+
+// Whether operand J of Op applied to operands Cs... takes a derivative: Op does not mark it
+// non-differentiable (`nondiff_operands`: where's condition) and its elements are floating. The
+// reverse rule gives such an operand a cotangent, the forward rule reads its tangent, and
+// memoize looks for a read value only in such operands' partials.
+template <class Op, std::size_t J, class... Cs>
+inline constexpr bool operand_differentiable_v = [] {
+  unsigned nondiff = 0;
+  if constexpr (requires { Op::nondiff_operands; }) nondiff = unsigned(Op::nondiff_operands);
+  using C = std::tuple_element_t<J, std::tuple<Cs...>>;
+  return !(nondiff >> J & 1) && floating_element<value_t<C>>;
+}();
+
+}  // namespace zenith::autodiff
