@@ -25,11 +25,12 @@ inline constexpr std::size_t max_stored_bytes = std::size_t(256) << 10;
 // (bench/fastad_suite's normal_log_pdf at 16384 elements ran 5% slower in pieces).
 inline constexpr std::int64_t whole_blocks_up_to = std::int64_t(max_stored_bytes / sizeof(double));
 
-// Elements per piece. Small, so that the stores of one loop drain while the next loop computes
-// (bench/RESULTS.md, "Gradient cost": 128 to 256 elements ran a gradient pass 1.5x faster than
-// 8192). A multiple of 4 batches of every lane type and of fused_loop.hpp's grain, so pieces
+// Elements per piece. Small, so that the stores of one loop drain while the next loop computes,
+// but not so small that each loop's start costs more than its piece (bench/RESULTS.md,
+// "Gradient cost": grad / forward 2.0-2.15 at 128, 2.2-2.5 at 256, 2.5-2.8 at 64, 2.8-3.0 at
+// 512). A multiple of 4 batches of every lane type and of fused_loop.hpp's grain, so pieces
 // keep every loop on its SIMD grid and a sum's accumulators on their batches.
-inline constexpr std::int64_t group_step = 256;
+inline constexpr std::int64_t group_step = 128;
 
 // What the calling thread's group is running (active only inside fused_group::run).
 struct group_piece {
