@@ -2,7 +2,7 @@
 // One pass for several loops over the same elements: the reverse pass's gradients of one
 // function, and the value they come with. Each loop is a fused elementwise loop (fused_loop.hpp)
 // or a whole-array sum over a fused expression (reduce.hpp), and reads only contiguous leaves.
-// The pass walks the elements in blocks, large groups in pieces of a few hundred
+// The pass walks the elements in blocks, large groups in pieces of group_step (128) elements
 // (group_piece.hpp), and runs every loop on a piece before the next piece, so an input several
 // loops read comes from memory once and from cache after, the stores of one loop drain while the
 // next computes, and a large value several loops read is computed once per piece.

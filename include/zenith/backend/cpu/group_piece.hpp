@@ -2,7 +2,7 @@
 // The piece of a fused_group pass that the calling thread is running, and the scratch in which
 // the loops of that piece share a value.
 //
-// A group runs its loops piece by piece: every loop covers a few hundred elements before the next
+// A group runs its loops piece by piece: every loop covers group_step elements before the next
 // loop takes over (fused_group.hpp). A value that several of the loops read but that is too large
 // to store whole (a kept transcendental above reuse_node's cache limit, autodiff/reuse.hpp) is then
 // evaluated once per piece, by the first loop that reads it, into a small per-thread scratch
