@@ -3,8 +3,10 @@
 // against analytic values written out here; the forward-kinematics Jacobian against the
 // hand-written geometric Jacobian z_i x (p - o_i).
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <sstream>
@@ -356,6 +358,114 @@ TEST_CASE("tensors of duals: construction, access, arithmetic, matmul", "[jacfwd
   // A dual scalar times a tensor of doubles.
   zn::tensor<D, 2> sv = x * zn::tensor<double, 2>{2.0, 3.0};
   CHECK(sv(1).tangent(0) == 3.0);
+}
+
+TEST_CASE("tensors of duals remember their constant entries, and matmul skips their terms",
+          "[jacfwd][tensor]") {
+  using D = zn::dual<double, 7>;
+  using zn::detail::constant_flag, zn::detail::zero_flag;
+  D const x = D::variable(0.3, 0), y = D::variable(-1.1, 6);
+  D const c = zn::cos(x), s = zn::sin(x);
+  double const a = 0.25;
+  zn::tensor<D, 4, 4> const t{c, -s, 0.0, a, s, c, 0.0, 0, 0, 0, 1, y, 0, 0, 0, 1};
+  // Plain-number initialisers are constants (by type, whatever the optimiser sees); a zero flag,
+  // where the compiler saw a literal zero, only ever marks a constant that is zero.
+  bool const constant[16] = {0, 0, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1};
+  for (std::size_t i = 0; i < 16; ++i) {
+    CAPTURE(i);
+    CHECK(bool(t.entry_flags(i) & constant_flag) == constant[i]);
+    if (t.entry_flags(i) & zero_flag) {
+      CHECK(constant[i]);
+      CHECK(t[i].value() == 0.0);
+    }
+  }
+  static_assert(sizeof(zn::tensor<double, 3>) == 3 * sizeof(double));  // no flags for doubles
+  static_assert(zn::tensor<D, 4, 4>::tracks_entry_flags &&
+                !zn::tensor<D, 9, 9>::tracks_entry_flags);
+
+  auto all_flags = [](auto const& u, std::uint8_t f) {
+    for (std::size_t i = 0; i < u.size(); ++i)
+      if (u.entry_flags(i) != f) return false;
+    return true;
+  };
+  zn::tensor<D, 4, 4> copy = t;
+  CHECK(copy.entry_flags(2) == t.entry_flags(2));
+  // Any mutable access may write an entry, so it forgets the flags.
+  auto forgets = [&](auto&& touch) {
+    zn::tensor<D, 4, 4> u = t;
+    touch(u);
+    return all_flags(u, 0);
+  };
+  CHECK(forgets([](auto& u) { u(0, 2) = D::variable(1.0, 3); }));
+  CHECK(forgets([](auto& u) { (void)u[3]; }));
+  CHECK(forgets([](auto& u) { (void)u.data(); }));
+  CHECK(forgets([](auto& u) { (void)u.begin(); }));
+  CHECK(forgets([](auto& u) { (void)u.values(); }));
+  // Value-initialised: zero constants. Filled with a dual: nothing known. From doubles: constants.
+  CHECK(all_flags(zn::tensor<D, 2, 2>{}, constant_flag | zero_flag));
+  CHECK(all_flags(zn::tensor<D, 2, 2>::full(x), 0));
+  zn::tensor<D, 2, 2> from_doubles = zn::tensor<double, 2, 2>{1, 2, 3, 4};
+  CHECK(all_flags(from_doubles, constant_flag));
+  zn::tensor<D, 2, 2> from_duals = zn::tensor<D, 2, 2>{x, y, 1.0, 2.0} * 2.0;
+  CHECK(all_flags(from_duals, 0));
+
+  // The flags of a product: constant where every term is zero or constant x constant.
+  std::uint8_t const k = constant_flag, z = constant_flag | zero_flag;
+  std::uint8_t const fa[4] = {k, 0, z, k};  // a = [[const, dual], [zero, const]]
+  std::uint8_t const fb[4] = {z, k, k, z};  // b = [[zero, const], [const, zero]]
+  auto const fp = zn::detail::product_flags<2, 2, 2>(fa, fb);
+  CHECK(fp[0] == 0);  // 0 * zero + dual * const
+  CHECK(fp[1] == k);  // const * const + dual * zero
+  CHECK(fp[2] == k);  // zero * zero + const * const
+  CHECK(fp[3] == z);  // zero * const + const * zero
+
+  // The kernel with flags gives bitwise the dense kernel's result on finite values.
+  zn::tensor<D, 4, 4> const b{s,   c,   0.0,  1.5,  //
+                              0.0, y,   -1.0, 0.5,  //
+                              -c,  s,   0.0,  2.0,  //
+                              0.0, 0.0, 0.0,  1.0};
+  std::uint8_t const fl_b[16] = {0, 0, z, k, z, 0, k, k, 0, 0, z, k, z, z, z, k};
+  std::uint8_t fl_t[16];
+  for (std::size_t i = 0; i < 16; ++i) {
+    fl_t[i] = constant[i] ? (t[i].value() == 0.0 ? z : k) : 0;
+    CHECK((b.entry_flags(i) & constant_flag) == (fl_b[i] & constant_flag));
+  }
+  auto same = [](D const& p, D const& q) {
+    bool ok = std::bit_cast<std::uint64_t>(p.value()) == std::bit_cast<std::uint64_t>(q.value());
+    for (std::size_t i = 0; i < 7; ++i)
+      ok = ok &&
+           std::bit_cast<std::uint64_t>(p.tangent(i)) == std::bit_cast<std::uint64_t>(q.tangent(i));
+    return ok;
+  };
+  std::array<D, 16> dense, flagged;
+  D::matmul_kernel<4, 4, 4>(dense.data(), t.data(), b.data(), nullptr, nullptr);
+  D::matmul_kernel<4, 4, 4>(flagged.data(), t.data(), b.data(), fl_t, fl_b);
+  for (std::size_t i = 0; i < 16; ++i) {
+    CAPTURE(i);
+    CHECK(same(flagged[i], dense[i]));
+    D want = 0.0;  // and both against the written-out product
+    for (std::size_t kk = 0; kk < 4; ++kk) want = want + t[i / 4 * 4 + kk] * b[kk * 4 + i % 4];
+    CHECK(dense[i].value() == Approx(want.value()).margin(1e-15));
+    for (std::size_t l = 0; l < 7; ++l)
+      CHECK(dense[i].tangent(l) == Approx(want.tangent(l)).margin(1e-15));
+  }
+  // A product with a flagged zero is skipped: an inf there gives no NaN (a hand-written sparse
+  // product's behaviour), where the dense product gives NaN.
+  zn::tensor<D, 4, 4> with_inf = t;
+  with_inf(0, 3) = std::numeric_limits<double>::infinity();  // times b(3, 0) = 0, flagged zero
+  D::matmul_kernel<4, 4, 4>(dense.data(), with_inf.data(), b.data(), nullptr, nullptr);
+  D::matmul_kernel<4, 4, 4>(flagged.data(), with_inf.data(), b.data(), nullptr, fl_b);
+  CHECK(std::isnan(dense[0].value()));
+  CHECK(flagged[0].value() ==
+        Approx(t(0, 0).value() * s.value() + t(0, 1).value() * 0.0 + t(0, 2).value() * -c.value()));
+  CHECK(std::isinf(flagged[3].value()));  // times b(3, 3) = 1: not skipped
+
+  // Through zn::matmul: the same values as the product of the unflagged copies.
+  zn::tensor<D, 4, 4> const p = zn::matmul(zn::matmul(t, b), t);
+  std::array<D, 16> tb, want;
+  D::matmul_kernel<4, 4, 4>(tb.data(), t.data(), b.data(), nullptr, nullptr);
+  D::matmul_kernel<4, 4, 4>(want.data(), tb.data(), t.data(), nullptr, nullptr);
+  for (std::size_t i = 0; i < 16; ++i) CHECK(same(p[i], want[i]));
 }
 
 TEST_CASE("jacfwd of a vector function: analytic and finite differences", "[jacfwd]") {

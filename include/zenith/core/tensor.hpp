@@ -15,6 +15,7 @@
 // such as a dual number): the tensor itself only copies, stores and converts elements.
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <type_traits>
@@ -35,6 +36,14 @@
 #define ZENITH_FIXED_LAMBDA
 #endif
 
+// True where the compiler can see x's value after inlining; false where it cannot (or cannot
+// tell), so code guarded by it stays correct either way.
+#if defined(__GNUC__) || defined(__clang__)
+#define ZENITH_KNOWN_CONSTANT(x) __builtin_constant_p(x)
+#else
+#define ZENITH_KNOWN_CONSTANT(x) false
+#endif
+
 namespace zenith {
 
 template <std::size_t... N>
@@ -48,6 +57,60 @@ namespace detail {
 // unrolled at compile-time indices.
 template <class T, std::size_t Size, class E>
 void fixed_assign(T* dst, E const& e);
+
+// Which entries of a tensor of derivative numbers (user_number: a dual) are constants: given as
+// plain numbers (a shallower type), so with no derivative, and which of those are exactly zero.
+// One flags byte per entry, for tensors of up to 64 entries. The fixed-size matmul of duals
+// skips the derivative terms of constants and every product with a zero where the compiler can
+// see the flags (after inlining, a tensor built from `{c, -s, 0.0, a, ...}` has known flags):
+// most of the tangent work of a chain of homogeneous transforms. Anything that may write an
+// entry clears the flags, so a set flag is always true; a clear one means "not known".
+// A zero flag comes from a literal zero the compiler can see in a brace initialiser, from
+// value-initialisation, or from a product whose every term has a zero factor.
+// constant_flag: no derivative; zero_flag (always with constant_flag): exactly zero.
+inline constexpr std::uint8_t constant_flag = 1, zero_flag = 2;
+
+template <class T, std::size_t Count>
+struct constant_entries {  // other element types, or too many entries: nothing is tracked
+  static constexpr bool tracked = false;
+  static constexpr std::uint8_t flag(std::size_t) { return 0; }
+  constexpr void set_all(std::uint8_t) {}
+  constexpr void set(std::size_t, std::uint8_t) {}
+};
+template <class T, std::size_t Count>
+requires(user_number<T>&& Count <= 64) struct constant_entries<T, Count> {
+  static constexpr bool tracked = true;
+  std::array<std::uint8_t, Count> f{};
+  constexpr std::uint8_t flag(std::size_t i) const { return f[i]; }
+  constexpr void set_all(std::uint8_t v) {
+    for (auto& x : f) x = v;
+  }
+  constexpr void set(std::size_t i, std::uint8_t v) { f[i] = v; }
+};
+
+// The flags where the compiler can see their value after inlining, else 0: the only flags the
+// matmul may act on, since flags known only at run time would put a branch on every term.
+ZENITH_FIXED_INLINE constexpr std::uint8_t if_known(std::uint8_t flags) {
+  return ZENITH_KNOWN_CONSTANT(flags) ? flags : 0;
+}
+
+// A plain-number initialiser that the compiler can see is zero (a literal 0.0).
+template <class T, class U>
+ZENITH_FIXED_INLINE constexpr bool known_zero(U const& v) {
+  if constexpr (number_depth<U> < number_depth<T> && std::is_arithmetic_v<U>)
+    return ZENITH_KNOWN_CONSTANT(v) && v == U(0);
+  else
+    return false;
+}
+
+// The flags of an initialiser of type U for an entry of type T.
+template <class T, class U>
+ZENITH_FIXED_INLINE constexpr std::uint8_t initial_flags(U const& v) {
+  if constexpr (number_depth<U> < number_depth<T>)
+    return constant_flag | (known_zero<T>(v) ? zero_flag : 0);
+  else
+    return 0;
+}
 
 template <class T>
 struct is_tensor : std::false_type {};
@@ -73,15 +136,20 @@ class tensor : public expr_base {
   static constexpr std::size_t rank = sizeof...(N);
   static constexpr std::size_t count = (N * ... * std::size_t(1));
   static constexpr std::array<std::size_t, rank> dims{N...};
+  // Whether entry_flags are kept (tensors of up to 64 derivative numbers).
+  static constexpr bool tracks_entry_flags = detail::constant_entries<T, count>::tracked;
 
-  // Zeros (value-initialised elements).
-  constexpr tensor() : data_{} {}
+  // Zeros (value-initialised elements): constants.
+  constexpr tensor() : data_{} { constants_.set_all(detail::constant_flag | detail::zero_flag); }
 
   // Row-major values, one per element: tensor<double, 2, 2> m{1, 2, 3, 4}.
   template <class... U>
   requires(sizeof...(U) == count && (!expression<U> && ...) &&
            (std::is_convertible_v<U const&, T> && ...)) constexpr tensor(U const&... v)
-      : data_{static_cast<T>(v)...} {}  // NOLINT: implicit, so rank 0 takes a plain value
+      : data_{static_cast<T>(v)...} {  // NOLINT: implicit, so rank 0 takes a plain value
+    std::size_t i = 0;
+    (constants_.set(i++, detail::initial_flags<T>(v)), ...);
+  }
   template <class... U>
   requires(sizeof...(U) != count && sizeof...(U) >= 1 && (!expression<U> && ...) &&
            (std::is_convertible_v<U const&, T> && ...)) explicit tensor(U const&...) {
@@ -119,6 +187,7 @@ class tensor : public expr_base {
   static constexpr tensor full(T const& v) {
     tensor t;
     for (auto& x : t.data_) x = v;
+    t.constants_.set_all(0);
     return t;
   }
   static constexpr tensor zeros() { return tensor(); }
@@ -138,18 +207,26 @@ class tensor : public expr_base {
   }
   static constexpr std::size_t ndim() { return rank; }
   static constexpr std::size_t size() { return count; }
-  constexpr T* data() { return data_.data(); }
+  // Mutable access forgets which entries are constants (see detail::constant_entries).
+  constexpr T* data() {
+    constants_.set_all(0);
+    return data_.data();
+  }
   constexpr T const* data() const { return data_.data(); }
-  constexpr T* begin() { return data_.data(); }
-  constexpr T* end() { return data_.data() + count; }
+  constexpr T* begin() { return data(); }
+  constexpr T* end() { return data() + count; }
   constexpr T const* begin() const { return data_.data(); }
   constexpr T const* end() const { return data_.data() + count; }
-  constexpr std::array<T, count>& values() { return data_; }
+  constexpr std::array<T, count>& values() {
+    constants_.set_all(0);
+    return data_;
+  }
   constexpr std::array<T, count> const& values() const { return data_; }
 
   // Element access by one index per axis (unchecked, like std::array::operator[]).
   template <std::integral... I>
   constexpr T& operator()(I... idx) {
+    constants_.set_all(0);
     return data_[offset_of(idx...)];
   }
   template <std::integral... I>
@@ -157,8 +234,16 @@ class tensor : public expr_base {
     return data_[offset_of(idx...)];
   }
   // Flat row-major access (unchecked).
-  constexpr T& operator[](std::size_t i) { return data_[i]; }
+  constexpr T& operator[](std::size_t i) {
+    constants_.set_all(0);
+    return data_[i];
+  }
   constexpr T const& operator[](std::size_t i) const { return data_[i]; }
+
+  // The flags of flat entry i (detail::constant_flag, detail::zero_flag; see
+  // detail::constant_entries). Always 0 for tensors of plain numbers.
+  constexpr std::uint8_t entry_flags(std::size_t i) const { return constants_.flag(i); }
+  constexpr void set_entry_flags(std::size_t i, std::uint8_t f) { constants_.set(i, f); }
 
   // The fixed-size evaluation protocol (see map_node::at): the value at flat index i.
   ZENITH_FIXED_INLINE constexpr compute_t<T> at(std::size_t i) const {
@@ -186,6 +271,8 @@ class tensor : public expr_base {
     static_assert(std::is_same_v<typename std::remove_cvref_t<E>::static_shape, static_shape>,
                   "zenith: the expression's fixed shape differs from the tensor's");
     detail::fixed_assign<T, count>(data_.data(), e);
+    // An expression of shallower numbers (a tensor<double> into a tensor of duals) is constant.
+    constants_.set_all(number_depth<value_t<E>> < number_depth<T> ? detail::constant_flag : 0);
   }
   template <class E>
   void assign_dynamic(E const& e) {
@@ -194,6 +281,7 @@ class tensor : public expr_base {
       throw shape_error("tensor: cannot assign an expression of shape " + a.shape().str() +
                         " to a tensor of shape " + shape().str());
     for (std::size_t i = 0; i < count; ++i) data_[i] = a.data()[i];
+    constants_.set_all(0);
   }
 
   template <class... I>
@@ -229,6 +317,7 @@ class tensor : public expr_base {
   }
 
   std::array<T, count> data_;
+  [[no_unique_address]] detail::constant_entries<T, count> constants_;
 };
 
 }  // namespace zenith

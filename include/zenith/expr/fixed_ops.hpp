@@ -228,9 +228,10 @@ ZENITH_FIXED_INLINE void fixed_reduce(R* out, E const& e);
 // out[o] = R(e.at(Plan::src[o])).
 template <class Plan, class R, class E>
 ZENITH_FIXED_INLINE void fixed_permute(R* out, E const& e);
-// out (M x N) = a (M x K) * b (K x N), all row-major, accumulated in compute_t<R>.
-template <std::size_t M, std::size_t K, std::size_t N, class R, class A, class B>
-ZENITH_FIXED_INLINE void fixed_matmul(R* out, A const* a, B const* b);
+// out (M x N) = x (M x K) * y (K x N), tensors, row-major, accumulated in compute_t of out's
+// element type; also sets out's entry flags (tensor::entry_flags).
+template <std::size_t M, std::size_t K, std::size_t N, class Out, class X, class Y>
+ZENITH_FIXED_INLINE void fixed_matmul(Out& out, X const& x, Y const& y);
 
 template <class Kind, class E, int... Axes>
 ZENITH_FIXED_INLINE auto fixed_reduce_api(E const& e) {
@@ -298,9 +299,7 @@ ZENITH_FIXED_INLINE auto fixed_matmul_impl(A const& a, B const& b) {
   if constexpr (sh::ranks_ok && sh::inner_ok) {
     using R = fixed_common_t<value_t<A>, value_t<B>>;
     typename sh::template result<R> out;
-    decltype(auto) x = fixed_materialize(a);
-    decltype(auto) y = fixed_materialize(b);
-    fixed_matmul<sh::m, sh::k, sh::n>(out.data(), x.data(), y.data());
+    fixed_matmul<sh::m, sh::k, sh::n>(out, fixed_materialize(a), fixed_materialize(b));
     return out;
   } else {
     return failed_fixed_op{};  // the static_assert above says why

@@ -11,6 +11,7 @@
 // tensor, scalar_node and map_node implement it.
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -165,12 +166,17 @@ ZENITH_FIXED_INLINE void fixed_permute(R* out, E const& e) {
                              ZENITH_FIXED_LAMBDA { out[o] = static_cast<R>(e.at(Plan::src[o])); });
 }
 
+// out (M x N) = a (M x K) * b (K x N) on element pointers; flags_a / flags_b: the entry flags
+// to act on (detail::constant_entries), or null.
 template <std::size_t M, std::size_t K, std::size_t N, class R, class A, class B>
-ZENITH_FIXED_INLINE void fixed_matmul(R* out, A const* a, B const* b) {
+ZENITH_FIXED_INLINE void matmul_elements(R* out, A const* a, B const* b,
+                                         [[maybe_unused]] std::uint8_t const* flags_a,
+                                         [[maybe_unused]] std::uint8_t const* flags_b) {
   using C = compute_t<R>;
   if constexpr (std::is_same_v<A, R> && std::is_same_v<B, R> &&
-                requires { R::template matmul_kernel<M, K, N>(out, a, b); }) {
-    R::template matmul_kernel<M, K, N>(out, a, b);  // a number type's own kernel (duals)
+                requires { R::template matmul_kernel<M, K, N>(out, a, b, flags_a, flags_b); }) {
+    // a number type's own kernel (duals)
+    R::template matmul_kernel<M, K, N>(out, a, b, flags_a, flags_b);
   } else if constexpr (user_number<R>) {
     // User numbers (duals): each operand in its own type, so a plain matrix times a matrix of
     // duals scales the duals instead of multiplying duals.
@@ -198,6 +204,48 @@ ZENITH_FIXED_INLINE void fixed_matmul(R* out, A const* a, B const* b) {
         out[o] = static_cast<R>(acc);
       }
     });
+  }
+}
+
+// The flags of x's entries (tensor::entry_flags) that the compiler can see, 0 for the others:
+// what the matmul of duals may act on without a branch at run time.
+template <class X>
+ZENITH_FIXED_INLINE std::array<std::uint8_t, X::count> known_flags(X const& x) {
+  std::array<std::uint8_t, X::count> f{};
+  static_for<X::count>([&](auto i) ZENITH_FIXED_LAMBDA { f[i] = if_known(x.entry_flags(i)); });
+  return f;
+}
+
+// The flags of a product's entries: (i, j) is a constant where every term a(i, k) b(k, j) has a
+// zero factor or two constant ones, and a zero where every term has a zero factor.
+template <std::size_t M, std::size_t K, std::size_t N>
+ZENITH_FIXED_INLINE constexpr std::array<std::uint8_t, M * N> product_flags(
+    std::uint8_t const* fa, std::uint8_t const* fb) {
+  std::array<std::uint8_t, M * N> out{};
+  static_for<M * N>([&](auto o) ZENITH_FIXED_LAMBDA {
+    std::size_t const i = o / N, j = o % N;
+    bool constant = true, zero = true;
+    static_for<K>([&](auto k) ZENITH_FIXED_LAMBDA {
+      std::uint8_t const x = fa[i * K + k], y = fb[k * N + j];
+      bool const term_zero = (x | y) & zero_flag;
+      zero = zero && term_zero;
+      constant = constant && (term_zero || (x & y & constant_flag));
+    });
+    out[o] = std::uint8_t((constant ? constant_flag : 0) | (zero ? zero_flag : 0));
+  });
+  return out;
+}
+
+template <std::size_t M, std::size_t K, std::size_t N, class Out, class X, class Y>
+ZENITH_FIXED_INLINE void fixed_matmul(Out& out, X const& x, Y const& y) {
+  if constexpr (Out::tracks_entry_flags && X::count <= fixed_unroll_limit &&
+                Y::count <= fixed_unroll_limit) {
+    auto const fa = known_flags(x), fb = known_flags(y);
+    matmul_elements<M, K, N>(out.data(), x.data(), y.data(), fa.data(), fb.data());
+    auto const fo = product_flags<M, K, N>(fa.data(), fb.data());
+    static_for<Out::count>([&](auto o) ZENITH_FIXED_LAMBDA { out.set_entry_flags(o, fo[o]); });
+  } else {
+    matmul_elements<M, K, N>(out.data(), x.data(), y.data(), nullptr, nullptr);
   }
 }
 
