@@ -2,6 +2,7 @@
 // Derivatives are checked against central finite differences of the plain-double function and
 // against analytic values written out here; the forward-kinematics Jacobian against the
 // hand-written geometric Jacobian z_i x (p - o_i).
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <zenith/zenith.hpp>
@@ -118,6 +120,53 @@ TEST_CASE("dual derivatives against analytic values", "[jacfwd][dual]") {
   CHECK(zn::round(D1::variable(2.5, 0)).value() == 2.0);
   CHECK(zn::sign(v).tangent(0) == 0.0);
   CHECK(zn::ceil(v).value() == 1.0);
+}
+
+TEST_CASE("sin and cos of duals: one inline sincos, within a few ulps of libm", "[jacfwd][dual]") {
+  // Duals of float and double take sin and cos together from zenith's inline sincos (no libm
+  // call in fixed-size derivative code), so each is the other's derivative exactly.
+  auto close = [](double got, double want) {
+    return std::abs(got - want) <= 4e-16 * std::max(1.0, std::abs(want));
+  };
+  std::vector<double> xs = {0.0,
+                            1e-300,
+                            1e-8,
+                            0.3,
+                            0.7853981633974483,
+                            1.0,
+                            1.5707963267948966,
+                            2.5,
+                            3.141592653589793,
+                            10.0,
+                            62.0,
+                            100.0,
+                            1e4,
+                            8e5,
+                            2e6,
+                            1e20};
+  for (double v = -7.0; v <= 7.0; v += 0.0137) xs.push_back(v);
+  for (double base : std::vector<double>(xs)) xs.push_back(-base);
+  for (double x : xs) {
+    CAPTURE(x);
+    D1 const v = D1::variable(x, 0);
+    D1 const s = zn::sin(v), c = zn::cos(v);
+    CHECK(close(s.value(), std::sin(x)));
+    CHECK(close(c.value(), std::cos(x)));
+    CHECK(s.tangent(0) == c.value());
+    CHECK(c.tangent(0) == -s.value());
+  }
+  CHECK(std::signbit(zn::sin(D1(-0.0)).value()));
+  double const inf = std::numeric_limits<double>::infinity();
+  for (double bad : {inf, -inf, std::numeric_limits<double>::quiet_NaN()}) {
+    CHECK(std::isnan(zn::sin(D1::variable(bad, 0)).value()));
+    CHECK(std::isnan(zn::cos(D1::variable(bad, 0)).tangent(0)));
+  }
+  // Float duals: computed in double, rounded once.
+  using DF = zn::dual<float, 1>;
+  for (float x : {0.1f, -2.0f, 3.0f, 100.0f}) {
+    CHECK(zn::sin(DF::variable(x, 0)).value() == Approx(std::sin(x)).epsilon(1e-7));
+    CHECK(zn::cos(DF::variable(x, 0)).tangent(0) == Approx(-std::sin(x)).epsilon(1e-7));
+  }
 }
 
 TEST_CASE("dual binary operations agree with central differences in each argument",

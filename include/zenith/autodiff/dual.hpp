@@ -248,12 +248,27 @@ constexpr bool dual_piecewise_constant() {
     return false;
 }
 
-// A unary op on a dual, from its tag: value Op::apply(x), tangent partial<0> * dx.
+// Ops whose value and derivative a dual of float or double takes together from
+// ops::value_and_partial (computed in double).
+template <class Op, class T>
+concept joint_value_and_partial = (std::is_same_v<T, float> ||
+                                   std::is_same_v<T, double>)&&requires(double x) {
+  ops::value_and_partial<Op>::scalar(x);
+};
+
+// A unary op on a dual, from its tag: value Op::apply(x), tangent partial<0> * dx; or both from
+// the op's joint form (sin, cos: one inline sincos).
 template <class Op, class T, std::size_t N>
 ZENITH_FIXED_INLINE dual<T, N> dual_unary(dual<T, N> const& x) {
   using D = dual<T, N>;
   if constexpr (dual_piecewise_constant<Op>()) {
     return D(T(Op::apply(x.v)));
+  } else if constexpr (joint_value_and_partial<Op, T>) {
+    auto const [y, p] = ops::value_and_partial<Op>::scalar(double(x.v));
+    D r;
+    r.v = T(y);
+    r.d = scale_lanes<D>(T(p), x.d);
+    return r;
   } else {
     D r;
     r.v = Op::apply(x.v);

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 // GCC 12 reports a false -Wuninitialized inside its own AVX-512 intrinsics (the deliberate
 // `__m512i __Y = __Y;` of _mm512_undefined_*, inlined into xsimd's double log and log1p; GCC bug
 // 105593, fixed in GCC 13). Silenced for xsimd's headers only, so that zenith's users building
@@ -38,6 +39,7 @@
 
 #include "../core/dtype.hpp"
 #include "../core/expr_base.hpp"
+#include "scalar_sincos.hpp"
 
 namespace zenith {
 
@@ -156,6 +158,27 @@ ZENITH_UNARY_FLOAT_OP(tanh, tanh(x), xsimd::tanh(x), "tanh({0})", 1 - y * y)
 ZENITH_UNARY_FLOAT_OP(erf, erf(x), xsimd::erf(x), "erf({0})",
                       1.1283791670955126 * apply_op<exp>(-(x * x)))
 #undef ZENITH_UNARY_FLOAT_OP
+
+// An op's value and derivative computed together where one computation gives both, for one
+// double: sin and cos share one inline sincos (expr/scalar_sincos.hpp). Forward-mode scalars
+// take them from here (autodiff/dual.hpp), so no libm call sits in their fixed-size code. Ops
+// without a joint form leave this empty.
+template <class Op>
+struct value_and_partial {};
+template <>
+struct value_and_partial<sin> {
+  [[gnu::always_inline]] static std::pair<double, double> scalar(double x) {
+    auto const [s, c] = detail::scalar_sincos(x);
+    return {s, c};  // d sin = cos
+  }
+};
+template <>
+struct value_and_partial<cos> {
+  [[gnu::always_inline]] static std::pair<double, double> scalar(double x) {
+    auto const [s, c] = detail::scalar_sincos(x);
+    return {c, -s};  // d cos = -sin
+  }
+};
 
 // Rounding: piecewise constant, so the derivative is zero almost everywhere (as in JAX).
 // round is half to even, as NumPy and JAX do (not std::round's half away from zero).
