@@ -199,7 +199,7 @@ struct op_without_apply {
   }
 };
 struct op_without_name {
-  static constexpr std::string_view cuda = "{0}";
+  [[maybe_unused]] static constexpr std::string_view cuda = "{0}";
   template <class T>
   static T apply(T x) {
     return x;

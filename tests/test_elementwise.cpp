@@ -126,6 +126,13 @@ struct binary_case {
   tolerance double_tol{1e-13, 1e-14};
   bool exact = false;
 };
+// Deduction guides for the aggregates (clang before 17 deduces no aggregate's arguments).
+template <class F, class R>
+unary_case(char const*, F, R, input_spec, tolerance = {}, tolerance = {}, bool = false)
+    -> unary_case<F, R>;
+template <class F, class R>
+binary_case(char const*, F, R, input_spec, input_spec, tolerance = {}, tolerance = {}, bool = false)
+    -> binary_case<F, R>;
 
 // A case whose op is one IEEE operation or a selection: both paths give bitwise equal results,
 // within tol of the double reference (exactly, by default).

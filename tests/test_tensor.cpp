@@ -108,7 +108,6 @@ struct wrap {
   friend wrap operator*(wrap a, wrap b) { return a.v * b.v; }
   friend wrap operator/(wrap a, wrap b) { return a.v / b.v; }
   friend bool operator>(wrap a, wrap b) { return a.v > b.v; }
-  friend bool operator<(wrap a, wrap b) { return a.v < b.v; }
   friend bool operator!=(wrap a, wrap b) { return a.v != b.v; }
   friend wrap sqrt(wrap a) { return std::sqrt(a.v); }
   friend wrap sin(wrap a) { return std::sin(a.v); }

@@ -130,7 +130,7 @@ TEST_CASE("without ZENITH_HIGHER_ORDER nested transforms are an error, not a sil
   CHECK_THROWS_WITH(zn::jvp(zn::grad(f), std::make_tuple(x), std::make_tuple(x)),
                     Catch::Contains("grad inside jvp"));
   auto [y, pullback] = zn::vjp([](auto const& v) { return v * 2.0; }, x);
-  auto uses_pullback = [&](zn::array<double> const& v) {
+  auto uses_pullback = [&, pullback = pullback](zn::array<double> const& v) {
     return zn::sum(std::get<0>(pullback(v)));
   };
   CHECK_THROWS_WITH(zn::grad(uses_pullback)(x), Catch::Contains("pullback inside grad"));

@@ -116,7 +116,7 @@ TEST_CASE("a vjp pullback called inside grad is differentiated in its cotangent"
   auto x = random_array({3}, 17), w = random_array({3}, 18);
   auto [y, pullback] = zn::vjp([](auto const& v) { return zn::sin(v) * 2.0; }, x);
   // pullback(c) = 2 cos(x) * c, so d/dc sum(pullback(c) * w) = 2 cos(x) * w.
-  auto uses_pullback = [&](zn::array<double> const& c) {
+  auto uses_pullback = [&, pullback = pullback](zn::array<double> const& c) {
     return zn::sum(std::get<0>(pullback(c)) * w);
   };
   auto g = zn::grad(uses_pullback)(random_array({3}, 19));

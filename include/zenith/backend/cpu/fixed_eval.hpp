@@ -240,7 +240,8 @@ template <std::size_t M, std::size_t K, std::size_t N, class Out, class X, class
 ZENITH_FIXED_INLINE void fixed_matmul(Out& out, X const& x, Y const& y) {
   if constexpr (Out::tracks_entry_flags && X::count <= fixed_unroll_limit &&
                 Y::count <= fixed_unroll_limit) {
-    auto const fa = known_flags(x), fb = known_flags(y);
+    auto const fa = known_flags(x);
+    auto const fb = known_flags(y);  // another type: a declaration of its own
     matmul_elements<M, K, N>(out.data(), x.data(), y.data(), fa.data(), fb.data());
     auto const fo = product_flags<M, K, N>(fa.data(), fb.data());
     static_for<Out::count>([&](auto o) ZENITH_FIXED_LAMBDA { out.set_entry_flags(o, fo[o]); });

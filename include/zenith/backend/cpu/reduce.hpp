@@ -589,7 +589,7 @@ void run_b(Ev const& ev0, geometry const& g0, T* out) {
     auto [q, c0, c1] = range(it);
     std::size_t w = std::size_t(c1 - c0);
     std::vector<rows> res(tasks.size(), rows(w));
-    thread_pool::instance().parallel_for(tasks.size(), [&](std::size_t t) {
+    thread_pool::instance().parallel_for(tasks.size(), [&, q = q, c0 = c0, c1 = c1](std::size_t t) {
       Ev ev = ev0;
       item x(ev, g, q, c0, c1);
       auto scratch = item::make_scratch(tasks[t][1] - tasks[t][0], w);
