@@ -1,4 +1,4 @@
-// expect: array(<brace-enclosed initializer list>, int) || no matching constructor for initialization of 'zenith::array<float>'
+// expect: array(<brace-enclosed initializer list>, int) || no matching constructor for
 // Raw pointers come in through copy_from/view only: array<float>({2, 3}, 0) must not compile.
 #include <zenith/zenith.hpp>
 int main() {

@@ -589,6 +589,7 @@ void run_b(Ev const& ev0, geometry const& g0, T* out) {
     auto [q, c0, c1] = range(it);
     std::size_t w = std::size_t(c1 - c0);
     std::vector<rows> res(tasks.size(), rows(w));
+    // The bindings are copied into the lambda: clang before 16 cannot capture them.
     thread_pool::instance().parallel_for(tasks.size(), [&, q = q, c0 = c0, c1 = c1](std::size_t t) {
       Ev ev = ev0;
       item x(ev, g, q, c0, c1);
