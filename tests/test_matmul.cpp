@@ -215,6 +215,55 @@ TEST_CASE("matmul reads transposed and sliced operands in place", "[matmul]") {
   CHECK(nr == 1);
 }
 
+TEST_CASE("matmul of a broadcast operand is one matrix-vector product, copied", "[matmul]") {
+  // A left operand whose rows are all the same, or a right one whose columns are (a stride-0
+  // broadcast: the cotangent of sum(A B) is one), takes one GEMV and copies its result; the
+  // broadcast is never materialised.
+  auto count = [](auto const& expr) {
+    auto before = zn::cpu_memory_stats().allocations;
+    zn::array<double> c = expr;
+    return std::pair{c, zn::cpu_memory_stats().allocations - before};
+  };
+  auto row = random_array<double>({1, 13}, 41), col = random_array<double>({13, 1}, 42);
+  auto a = random_array<double>({7, 13}, 43), b = random_array<double>({13, 5}, 44);
+  auto dense = [](auto const& e) {
+    zn::array<double> d = e;
+    return d;
+  };
+  auto check = [&](auto const& expr, zn::array<double> const& x, zn::array<double> const& y,
+                   std::size_t allocs) {
+    auto [c, n] = count(expr);
+    check_close(c, ref_matmul(values(x), x.shape(), values(y), y.shape()), 1e-12);
+    CHECK(n == allocs);
+  };
+  auto rows = zn::broadcast_to(row, {7, 13});
+  auto cols = zn::broadcast_to(col, {13, 5});
+  check(zn::matmul(rows, b), dense(rows), b, 1);           // same rows on the left
+  check(zn::matmul(a, cols), a, dense(cols), 1);           // same columns on the right
+  check(zn::matmul(rows, zn::broadcast_to(col, {13, 7})),  // both: the right one is gathered
+        dense(rows), dense(zn::broadcast_to(col, {13, 7})), 2);
+  check(zn::matmul(zn::transpose(b), zn::broadcast_to(col, {13, 3})), dense(zn::transpose(b)),
+        dense(zn::broadcast_to(col, {13, 3})), 1);  // a transposed left operand
+  // A broadcast of an expression: only its source is evaluated (one rank-0 buffer).
+  auto s0 = random_array<double>({}, 45);
+  auto spread = zn::broadcast_to(s0 * 2.0 + 1.0, {7, 13});
+  check(zn::matmul(spread, b), dense(spread), b, 2);
+  check(zn::matmul(a, zn::broadcast_to(s0 * 2.0 + 1.0, {13, 4})), a,
+        dense(zn::broadcast_to(s0 * 2.0 + 1.0, {13, 4})), 2);
+  // Batched: rows repeated within each batch, batches different; and float.
+  auto brow = random_array<double>({3, 1, 13}, 46);
+  auto bl = zn::broadcast_to(brow, {3, 6, 13});
+  check(zn::matmul(bl, b), dense(bl), b, 1);
+  auto bcol = random_array<double>({2, 13, 1}, 47);
+  auto br = zn::broadcast_to(bcol, {2, 13, 4});
+  check(zn::matmul(a, br), a, dense(br), 1);
+  auto rowf = random_array<float>({13}, 48);
+  auto bf = random_array<float>({13, 5}, 49);
+  zn::array<float> rf = zn::broadcast_to(rowf, {4, 13});
+  zn::array<float> cf = zn::matmul(zn::broadcast_to(rowf, {4, 13}), bf);
+  check_close(cf, ref_matmul(values(rf), rf.shape(), values(bf), bf.shape()), 1e-5);
+}
+
 TEST_CASE("matmul evaluates an expression operand first", "[matmul]") {
   auto a = random_array<float>({7, 13}, 12);
   auto b = random_array<float>({13, 5}, 13);

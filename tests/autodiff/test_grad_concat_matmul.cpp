@@ -80,3 +80,33 @@ TEST_CASE("grad through batched matmul", "[grad][rules]") {
   CHECK(grad_allocations(lw, wt, x) == 4);
   check_close(zn::grad(lw)(wt, x), numeric_grad(lw, 0, wt, x));
 }
+
+TEST_CASE("grad of a sum of a matmul: row and column sums, no GEMM", "[grad][rules]") {
+  // d/dA sum(A B) = 1 B^T (every row: the row sums of B), d/dB = A^T 1 (every column: the
+  // column sums of A). The cotangent is a broadcast, which the matmul kernel takes as one GEMV.
+  auto a = random_array({6, 4}, 51), b = random_array({4, 5}, 52);
+  auto f = [](auto const& x, auto const& y) { return zn::sum(zn::matmul(x, y)); };
+  auto [v, g] = zn::value_and_grad(f, zn::argnums<0, 1>)(a, b);
+  auto const& ga = std::get<0>(g);
+  auto const& gb = std::get<1>(g);
+  double want = 0;
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t k = 0; k < 4; ++k) {
+      double rs = 0;
+      for (std::size_t j = 0; j < 5; ++j) rs += b.data()[k * 5 + j];
+      want += a.data()[i * 4 + k] * rs;
+      CHECK(ga.data()[i * 4 + k] == Approx(rs).epsilon(1e-14));
+    }
+  CHECK(v.item() == Approx(want).epsilon(1e-14));
+  for (std::size_t k = 0; k < 4; ++k)
+    for (std::size_t j = 0; j < 5; ++j) {
+      double cs = 0;
+      for (std::size_t i = 0; i < 6; ++i) cs += a.data()[i * 4 + k];
+      CHECK(gb.data()[k * 5 + j] == Approx(cs).epsilon(1e-14));
+    }
+  // mean, batched, and against finite differences.
+  check_grads([](auto const& x, auto const& y) { return zn::mean(zn::matmul(x, y)); },
+              random_array({2, 3, 4}, 53), random_array({4, 5}, 54));
+  check_grads([](auto const& x, auto const& y) { return 3.0 * zn::sum(zn::matmul(x, y)); },
+              random_array({3, 4}, 55), random_array({2, 4, 5}, 56));
+}

@@ -35,6 +35,7 @@ struct shared_node : expr_base {
   using value_type = value_t<E>;
   static constexpr bool fixed = false;
   static constexpr bool barrier = true;
+  static constexpr bool same_as_child = true;  // its value is child's (backend/cpu/matmul.hpp)
 
   E child;
   std::shared_ptr<std::optional<array<value_type>>> cache =

@@ -35,6 +35,9 @@ struct mm_matrix {
   std::array<std::int64_t, max_rank> bst{};  // strides over the output batch dims (0: broadcast)
   bool trans = false;                        // BLAS layout: stored transposed
   std::int64_t ld = 1;                       // BLAS leading dimension
+  // Every row is the same (a left operand broadcast along its rows), or every column (a right
+  // operand broadcast along its columns): kept as they are, for mm_repeated.
+  bool same_rows = false, same_cols = false;
 
   // The BLAS view of the strides, if there is one (unit stride along rows or columns).
   bool blas_layout() {
@@ -52,18 +55,52 @@ struct mm_matrix {
   }
 };
 
+// A broadcast, possibly reshaped or wrapped in a barrier that is its child's value (a cotangent
+// shared by several rules: `same_as_child`).
+template <class E>
+struct spread_expression : std::false_type {};
+template <class C>
+struct spread_expression<view_node<views::broadcast_to, C>> : std::true_type {};
+template <class C>
+struct spread_expression<reshape_node<C>> : spread_expression<C> {};
+template <class E>
+requires requires { E::same_as_child; }
+struct spread_expression<E> : spread_expression<decltype(E::child)> {};
+
+// The leaf of a spread expression: only the broadcast's source is evaluated; the broadcast
+// stays zero strides.
+template <class T, class E>
+leaf_eval<T> spread_leaf(E const& e) {
+  if constexpr (requires { e.view; }) {
+    array<T> src = evaluate_untraced<T>(e.child);
+    auto leaf = leaf_eval<T>::owning(src);
+    leaf.apply(e.view.map(src.shape()));
+    return leaf;
+  } else if constexpr (requires { E::same_as_child; }) {
+    return spread_leaf<T>(e.child);
+  } else {  // reshape
+    auto leaf = spread_leaf<T>(e.child);
+    leaf.reshape(e.child.shape(), e.shape());
+    return leaf;
+  }
+}
+
 // A strided leaf for e with element type T: no copy when e is an array of T, views of one, or
-// a barrier; otherwise e is evaluated into a contiguous buffer.
+// a barrier. A broadcast of anything else evaluates only its source (a cotangent spread from a
+// sum: see mm_repeated). Otherwise e is evaluated into a contiguous buffer.
 template <class T, class E>
 leaf_eval<T> mm_leaf(E const& e) {
-  if constexpr (std::is_same_v<evaluator_t<E>, leaf_eval<T>>)
+  if constexpr (std::is_same_v<evaluator_t<E>, leaf_eval<T>> && !spread_expression<E>::value)
     return make_evaluator(e);
+  else if constexpr (spread_expression<E>::value)
+    return spread_leaf<T>(e);
   else
     return leaf_eval<T>::owning(evaluate_untraced<T>(e));
 }
 
 template <class T, class E>
-mm_matrix<T> mm_prepare(E const& e, matmul_dims const& d, bool left, bool need_blas) {
+mm_matrix<T> mm_prepare(E const& e, matmul_dims const& d, bool left, bool need_blas,
+                        bool keep_repeated = false) {
   mm_matrix<T> mat;
   zenith::shape s = e.shape();
   mat.leaf = mm_leaf<T>(e);
@@ -85,6 +122,9 @@ mm_matrix<T> mm_prepare(E const& e, matmul_dims const& d, bool left, bool need_b
   };
   setup();
   if (need_blas && !mat.blas_layout()) {
+    mat.same_rows = keep_repeated && left && mat.rows > 1 && mat.sr == 0;
+    mat.same_cols = keep_repeated && !left && mat.cols > 1 && mat.sc == 0;
+    if (mat.same_rows || mat.same_cols) return mat;
     mat.leaf = leaf_eval<T>::owning(gather_strided(mat.leaf.base, s, mat.leaf.stride));
     setup();
     mat.blas_layout();
@@ -164,6 +204,38 @@ void mm_product(mm_matrix<T> const& a, T const* pa, mm_matrix<T> const& b, T con
   }
 }
 
+// A product whose left operand has all rows the same, or whose right operand has all columns
+// the same: one vector-matrix (or matrix-vector) product, copied to every row (or column). The
+// cotangent of sum(A B) is such a broadcast, so the gradient costs two GEMVs, not two GEMMs.
+// The other operand is in BLAS layout.
+template <class T>
+void mm_repeated(mm_matrix<T> const& a, mm_matrix<T> const& b, matmul_dims const& d, T* c) {
+  std::size_t const nb = d.batch.numel(), m = d.m, n = d.n, k = d.k;
+  int const M = mm_int(m), N = mm_int(n), K = mm_int(k);
+  auto ao = mm_batch_offsets(d.batch, a.bst), bo = mm_batch_offsets(d.batch, b.bst);
+  std::vector<T> x(k);
+  for (std::size_t i = 0; i < nb; ++i) {
+    T const *pa = a.leaf.base + ao[i], *pb = b.leaf.base + bo[i];
+    T* ci = c + i * m * n;
+    if (a.same_rows) {  // row 0 of a times b, then copied down
+      for (std::size_t kk = 0; kk < k; ++kk) x[kk] = pa[std::int64_t(kk) * a.sc];
+      if (b.trans)
+        mm_gemv(false, N, K, pb, int(b.ld), x.data(), 1, ci, N);
+      else
+        mm_gemv(true, K, N, pb, int(b.ld), x.data(), 1, ci, N);
+      for (std::size_t r = 1; r < m; ++r) std::copy_n(ci, n, ci + r * n);
+    } else {  // a times column 0 of b, then copied across
+      for (std::size_t kk = 0; kk < k; ++kk) x[kk] = pb[std::int64_t(kk) * b.sr];
+      std::vector<T> col(m);
+      if (a.trans)
+        mm_gemv(true, K, M, pa, int(a.ld), x.data(), 1, col.data(), M);
+      else
+        mm_gemv(false, M, K, pa, int(a.ld), x.data(), 1, col.data(), M);
+      for (std::size_t r = 0; r < m; ++r) std::fill_n(ci + r * n, n, col[r]);
+    }
+  }
+}
+
 template <class T, class A, class B>
 array<T> mm_blas(A const& lhs, B const& rhs, matmul_dims const& d) {
   auto out = array<T>::empty(d.out);
@@ -173,9 +245,18 @@ array<T> mm_blas(A const& lhs, B const& rhs, matmul_dims const& d) {
     std::fill_n(out.data(), out.size(), T(0));
     return out;
   }
-  auto a = mm_prepare<T>(lhs, d, true, true);
-  auto b = mm_prepare<T>(rhs, d, false, true);
+  auto a = mm_prepare<T>(lhs, d, true, true, true);
+  auto b = mm_prepare<T>(rhs, d, false, true, true);
   T* c = out.data();
+  if (a.same_rows) {
+    if (b.same_cols) b = mm_prepare<T>(rhs, d, false, true);
+    mm_repeated(a, b, d, c);
+    return out;
+  }
+  if (b.same_cols) {
+    mm_repeated(a, b, d, c);
+    return out;
+  }
 
   // b shared by every batch and a's batches stacked at a's leading dimension: one tall gemm.
   bool b_shared = true;
