@@ -244,6 +244,30 @@ TEST_CASE("expand_dims, squeeze and broadcast_to", "[views]") {
         [](idx_t const& i) { return 2.0 * double(i[1]) + double(i[0]); });
 }
 
+// A broadcast of a computed value that is constant along each row is computed once per row
+// (backend/cpu/evaluator.hpp, row_constant_eval); these check the values on rows where it is
+// constant, where it is not, and through a transpose (the strided loop). Division and sqrt are
+// correctly rounded on both paths, so the expected values are exact.
+TEST_CASE("broadcast of a computed value: constant rows, varying rows, strided", "[views]") {
+  std::size_t n = 7, m = 37;  // rows longer than a batch, with a scalar tail
+  auto col = iota({n, 1}), row = iota({1, m}, 1, 1);
+  auto inv = [](std::size_t i) { return 1.f / (float(i) + 1.f); };
+  check(zn::broadcast_to(1.f / (col + 1.f), {n, m}) * row, {n, m},
+        [&](idx_t const& i) { return double(inv(i[0]) * float(i[1] + 1)); });
+  check(zn::broadcast_to(1.f / (col + 1.f), {n, m}) + zn::broadcast_to(zn::sqrt(row), {n, m}),
+        {n, m}, [&](idx_t const& i) { return double(inv(i[0]) + std::sqrt(float(i[1] + 1))); });
+  check(zn::transpose(zn::broadcast_to(1.f / (col + 1.f), {n, m})) * zn::transpose(row), {m, n},
+        [&](idx_t const& i) { return double(inv(i[1]) * float(i[0] + 1)); });
+  // A rank-0 value reaching every element (the cotangent of a sum has this form).
+  auto s = zn::full<float>({}, 4.f);
+  check(iota({n, m}) * zn::broadcast_to(zn::sqrt(s) / 8.f, {n, m}), {n, m},
+        [&](idx_t const& i) { return double(float(i[0] * m + i[1]) * 0.25f); });
+  // Constant on some rows only: a (2, 1, m) value broadcast to (2, 3, m) varies along m.
+  auto v = iota({2, 1, m});
+  check(zn::broadcast_to(1.f / (v + 1.f), {2, 3, m}), {2, 3, m},
+        [&](idx_t const& i) { return double(inv(i[0] * m + i[2])); });
+}
+
 TEST_CASE("reshape: -1, of a transpose (copies that leaf), of an expression", "[views]") {
   auto a = iota({2, 3, 4});
   check(zn::reshape(a, {6, 4}), {6, 4}, [](idx_t const& i) { return double(i[0] * 4 + i[1]); });

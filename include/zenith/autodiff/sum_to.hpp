@@ -91,6 +91,9 @@ struct sum_to_eval {
   }
 };
 
+template <class ChildEv, class T>
+inline constexpr bool any_position_v<sum_to_eval<ChildEv, T>> = any_position_v<ChildEv>;
+
 template <class E>
 inline constexpr bool is_sum_to_node_v = false;
 template <class C>

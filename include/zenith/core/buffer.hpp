@@ -12,7 +12,7 @@ namespace zenith {
 class buffer {
  public:
   static std::shared_ptr<buffer> allocate(std::size_t bytes, device dev = cpu) {
-    auto b = std::shared_ptr<buffer>(new buffer());
+    auto b = std::make_shared<buffer>(key{});
     b->bytes_ = bytes;
     b->device_ = dev;
     b->owned_ = true;
@@ -20,7 +20,7 @@ class buffer {
     return b;
   }
   static std::shared_ptr<buffer> borrow(void* data, std::size_t bytes, device dev = cpu) {
-    auto b = std::shared_ptr<buffer>(new buffer());
+    auto b = std::make_shared<buffer>(key{});
     b->data_ = data;
     b->bytes_ = bytes;
     b->device_ = dev;
@@ -34,6 +34,14 @@ class buffer {
     b->keep_ = std::move(of);
     return b;
   }
+  // Made only by the functions above (the key is private); public so that make_shared can put
+  // the buffer and its reference count in one allocation, which every array makes.
+  struct key {
+   private:
+    key() = default;
+    friend class buffer;
+  };
+  explicit buffer(key) {}
   buffer(buffer const&) = delete;
   buffer& operator=(buffer const&) = delete;
   ~buffer() {
@@ -46,7 +54,6 @@ class buffer {
   bool owned() const { return owned_; }
 
  private:
-  buffer() = default;
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
   device device_ = cpu;

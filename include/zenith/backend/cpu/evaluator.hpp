@@ -336,6 +336,85 @@ struct evaluator_for<view_node<V, C>> {
   }
 };
 
+// A broadcast of a computed value (the cotangent of a sum, 1 / s, reaching every element;
+// exp(y) for y of shape (n, 1) added to x of shape (n, m)) is constant along a row wherever
+// every leaf below it has inner stride 0. There it is computed once per row, when the row
+// starts, instead of once per batch: a division per batch was a fifth of log_sum_exp's gradient
+// (bench/fastad_suite). The per-row value is computed the way the loop would (SIMD batch or
+// scalar), so results are bitwise unchanged. A unit-stride loop has no stride-0 leaf and pays
+// nothing; the others take one predictable branch per batch.
+template <class Ev>
+struct row_constant_eval {
+  using value_type = typename Ev::value_type;
+  using compute_type = typename Ev::compute_type;
+  Ev child;
+  bool constant = false;  // on the current row
+  compute_type value{};   // the child's scalar value there
+  compute_type lane{};    // and its SIMD one
+
+  template <class F>
+  void for_each_leaf(F&& f) {
+    child.for_each_leaf(f);
+  }
+  void start_row(std::int64_t const* idx, std::size_t r) {
+    child.start_row(idx, r);
+    constant = true;
+    child.for_each_leaf([&](auto const& leaf) { constant = constant && leaf.inner == 0; });
+    if (!constant) return;
+    value = child.scalar(0);
+    lane = value;
+    if constexpr (simd_type_v<compute_type> && Ev::template vectorizable<compute_type>())
+      lane = child.template simd<row_access::unit_or_broadcast>(0).get(0);
+  }
+  compute_type scalar(std::int64_t j) const { return constant ? value : child.scalar(j); }
+  template <row_access A>
+  auto simd(std::int64_t j) const {
+    if constexpr (A == row_access::unit) {
+      return child.template simd<A>(j);
+    } else {
+      if (constant) return xsimd::batch<compute_type>(lane);
+      return child.template simd<A>(j);
+    }
+  }
+  template <class Lane>
+  static constexpr bool vectorizable() {
+    return Ev::template vectorizable<Lane>();
+  }
+};
+
+// Whether an evaluator's scalar(j) and simd(j) take any j of the row it started: true of the
+// evaluators built from leaves and elementwise ops, not of one that reads a piece of a group
+// pass (reuse_eval), whose j must lie in its piece. Other evaluators opt in where they hold.
+template <class Ev>
+inline constexpr bool any_position_v = false;
+template <class T>
+inline constexpr bool any_position_v<leaf_eval<T>> = true;
+template <class T>
+inline constexpr bool any_position_v<scalar_eval<T>> = true;
+template <class Op, class... Es>
+inline constexpr bool any_position_v<map_eval<Op, Es...>> = (any_position_v<Es> && ...);
+template <class Ev>
+inline constexpr bool any_position_v<row_constant_eval<Ev>> = any_position_v<Ev>;
+
+// A broadcast child worth the check: computed (a leaf's or a literal's value costs one load),
+// not a mask, and readable at the row's first position.
+template <class C>
+concept computed_broadcast =
+    !dense_leaf<C> && !std::is_same_v<C, scalar_node<value_t<C>>> &&
+    !std::is_same_v<typename evaluator_t<C>::compute_type, bool> && any_position_v<evaluator_t<C>>;
+
+template <computed_broadcast C>
+struct evaluator_for<view_node<views::broadcast_to, C>> {
+  using type = row_constant_eval<evaluator_t<C>>;
+  static type build(view_node<views::broadcast_to, C> const& e) { return type{mapped(e)}; }
+  static evaluator_t<C> mapped(view_node<views::broadcast_to, C> const& e) {
+    auto ev = make_evaluator(e.child);
+    affine_map m = e.view.map(e.child.shape());
+    ev.for_each_leaf([&](auto& leaf) { leaf.apply(m); });
+    return ev;
+  }
+};
+
 template <class C>
 struct evaluator_for<reshape_node<C>> {
   using type = evaluator_t<C>;

@@ -61,6 +61,7 @@ class fused_group {
       throw value_error("fused_group: a loop over " + std::to_string(n) +
                         " elements added to a group of " + std::to_string(total_));
     total_ = n;
+    if (loops_.empty()) loops_.reserve(4);  // a gradient's group: the value and a few gradients
     loops_.push_back(std::move(l));
   }
 
@@ -234,6 +235,10 @@ class reduce_loop final : public fused_group::loop {
   // The block results combined in reduce.hpp's pairwise tree (split at lo + (hi - lo) / 2, cut
   // all the way down to single blocks).
   void finish() override {
+    if (blocks_.size() == 1) {  // nothing to combine (and no vector to allocate)
+      *out_ = T(Op::finalize(blocks_[0].result(), std::size_t(g_.count)));
+      return;
+    }
     std::vector<typename K::state> states(blocks_.size());
     for (std::size_t b = 0; b < blocks_.size(); ++b) states[b] = blocks_[b].result();
     std::size_t k = 0;
