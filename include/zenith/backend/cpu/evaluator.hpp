@@ -325,15 +325,19 @@ struct evaluator_for<map_node<Op, Cs...>> {
   }
 };
 
+// The child's evaluator with the view's map applied to every leaf below it.
+template <class V, class C>
+evaluator_t<C> view_mapped(view_node<V, C> const& e) {
+  auto ev = make_evaluator(e.child);
+  affine_map m = e.view.map(e.child.shape());
+  ev.for_each_leaf([&](auto& leaf) { leaf.apply(m); });
+  return ev;
+}
+
 template <class V, class C>
 struct evaluator_for<view_node<V, C>> {
   using type = evaluator_t<C>;
-  static type build(view_node<V, C> const& e) {
-    auto ev = make_evaluator(e.child);
-    affine_map m = e.view.map(e.child.shape());
-    ev.for_each_leaf([&](auto& leaf) { leaf.apply(m); });
-    return ev;
-  }
+  static type build(view_node<V, C> const& e) { return view_mapped(e); }
 };
 
 // A broadcast of a computed value (the cotangent of a sum, 1 / s, reaching every element;
@@ -406,13 +410,7 @@ concept computed_broadcast =
 template <computed_broadcast C>
 struct evaluator_for<view_node<views::broadcast_to, C>> {
   using type = row_constant_eval<evaluator_t<C>>;
-  static type build(view_node<views::broadcast_to, C> const& e) { return type{mapped(e)}; }
-  static evaluator_t<C> mapped(view_node<views::broadcast_to, C> const& e) {
-    auto ev = make_evaluator(e.child);
-    affine_map m = e.view.map(e.child.shape());
-    ev.for_each_leaf([&](auto& leaf) { leaf.apply(m); });
-    return ev;
-  }
+  static type build(view_node<views::broadcast_to, C> const& e) { return type{view_mapped(e)}; }
 };
 
 template <class C>
