@@ -10,6 +10,7 @@
 
 #include "../backend/cpu/fused_group.hpp"
 #include "../backend/cpu/reduce.hpp"
+#include "../core/small_vector.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"
 
@@ -22,7 +23,7 @@ struct sum_to_node : expr_base {
 
   C child;
   zenith::shape shape_;
-  std::vector<int> axes;  // of child, summed (kept as 1, then reshaped to shape_)
+  detail::small_vector<int, max_rank> axes;  // of child, summed (kept as 1, then reshaped)
 
   sum_to_node(C c, zenith::shape target) : child(std::move(c)), shape_(target) {
     zenith::shape s = child.shape();
@@ -117,7 +118,8 @@ array<value_t<C>> evaluate_sum_to(sum_to_node<C> const& e) {
       return *total;
     }
   }
-  array<T> s = evaluate_untraced<T>(sum(full, e.axes, true));
+  array<T> s =
+      evaluate_untraced<T>(sum(full, std::vector<int>(e.axes.begin(), e.axes.end()), true));
   return array<T>::from_buffer(s.storage(), s.data(), e.shape_);
 }
 }  // namespace detail

@@ -5,16 +5,19 @@
 // loops trace thousands of buffers). A gradient of a small function spent a fifth of its time in
 // std::unordered_map/set nodes before these.
 //
+// The first few entries live inside the map (small_vector.hpp): most calls allocate nothing.
+//
 // Erasing moves the last entry into the hole, so order is not kept, and any insertion or erasure
 // invalidates pointers and references to values.
 #include <cstddef>
 #include <unordered_map>
 #include <utility>
-#include <vector>
+
+#include "small_vector.hpp"
 
 namespace zenith::detail {
 
-template <class K, class V>
+template <class K, class V, std::size_t Inline = 4>
 class small_map {
  public:
   // Entries searched linearly; beyond this, index_ maps each key to its position.
@@ -94,7 +97,7 @@ class small_map {
     return items_.back().second;
   }
 
-  std::vector<std::pair<K, V>> items_;
+  small_vector<std::pair<K, V>, Inline> items_;
   std::unordered_map<K, std::size_t> index_;
 };
 

@@ -65,8 +65,10 @@ auto reshape(E&& e, std::vector<long long> const& dims) {
 template <expression E, class S>
 requires std::same_as<S, zenith::shape>
 auto reshape(E&& e, S const& s) {
-  std::vector<long long> d(s.begin(), s.end());
-  return reshape(std::forward<E>(e), d);
+  // A shape has no -1 to infer: only the element counts need to agree.
+  if (s.numel() != e.shape().numel())
+    throw shape_error("reshape: cannot reshape " + e.shape().str() + " into " + s.str());
+  return reshape_node<std::remove_cvref_t<E>>(std::forward<E>(e), s);
 }
 
 }  // namespace zenith

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "../../core/small_vector.hpp"
 #include "evaluator.hpp"
 #include "fused_loop.hpp"
 #include "group_piece.hpp"
@@ -51,23 +52,54 @@ class fused_group {
     virtual void finish() {}
   };
 
+  // Owns a loop: destroys it, and gives its room back to the group's arena or to the heap.
+  struct loop_deleter {
+    fused_group* arena = nullptr;  // the group whose arena holds the loop; null: on the heap
+    void operator()(loop* l) const {
+      if (!arena) return delete l;
+      std::destroy_at(l);
+      arena->release();
+    }
+  };
+  using loop_ptr = std::unique_ptr<loop, loop_deleter>;
+
+  fused_group() = default;
+  // Loops point back at the group that holds their room.
+  fused_group(fused_group const&) = delete;
+  fused_group& operator=(fused_group const&) = delete;
+
+  template <class L>
+  using owned = std::unique_ptr<L, loop_deleter>;
+
+  // A loop of type L for this group, in the group's arena while it has room (a gradient's few
+  // loops: no heap allocation per call), else on the heap.
+  template <class L, class... Args>
+  owned<L> make(Args&&... args) {
+    std::size_t at = (used_ + alignof(L) - 1) / alignof(L) * alignof(L);
+    if (alignof(L) > arena_align || at + sizeof(L) > arena_bytes)
+      return owned<L>(new L(std::forward<Args>(args)...), loop_deleter{});
+    L* l = std::construct_at(reinterpret_cast<L*>(arena_ + at), std::forward<Args>(args)...);
+    used_ = at + sizeof(L);
+    ++live_;
+    return owned<L>(l, loop_deleter{this});
+  }
+
   bool empty() const { return loops_.empty(); }
   // Elements each loop of the group covers (0 when empty).
   std::int64_t size() const { return total_; }
 
   // Adds a loop over n elements to an empty group or to one of the same size.
-  void add(std::unique_ptr<loop> l, std::int64_t n) {
+  void add(loop_ptr l, std::int64_t n) {
     if (!loops_.empty() && n != total_)
       throw value_error("fused_group: a loop over " + std::to_string(n) +
                         " elements added to a group of " + std::to_string(total_));
     total_ = n;
-    if (loops_.empty()) loops_.reserve(4);  // a gradient's group: the value and a few gradients
     loops_.push_back(std::move(l));
   }
 
   // Runs every loop, piece by piece, and empties the group.
   void run() {
-    std::vector<std::unique_ptr<loop>> loops = std::move(loops_);
+    loop_list loops = std::move(loops_);
     loops_.clear();
     std::int64_t n = total_;
     total_ = 0;
@@ -108,7 +140,19 @@ class fused_group {
   }
 
  private:
-  std::vector<std::unique_ptr<loop>> loops_;
+  using loop_list = small_vector<loop_ptr, 4>;  // a gradient's group: the value, a few gradients
+  static constexpr std::size_t arena_bytes = 2048, arena_align = 64;
+
+  // The arena is a stack that empties when its last loop goes.
+  void release() {
+    if (--live_ == 0) used_ = 0;
+  }
+
+  // The arena is declared first so that it outlives the loops it holds.
+  alignas(arena_align) std::byte arena_[arena_bytes];
+  std::size_t used_ = 0;  // bytes of arena_ in use (up to the end of the newest loop)
+  std::size_t live_ = 0;  // loops in arena_
+  loop_list loops_;
   std::int64_t total_ = 0;
 };
 
@@ -275,7 +319,7 @@ class reduce_loop final : public fused_group::loop {
   Ev ev_;
   T* out_;
   red::geometry g_;
-  std::vector<red::block_acc<Op, K, A, can_simd>> blocks_;  // each block's sum so far
+  small_vector<red::block_acc<Op, K, A, can_simd>, 1> blocks_;  // each block's sum so far
   bool unit_ = false;
 };
 
@@ -286,7 +330,7 @@ template <element T, expression E>
 std::pair<array<T>, bool> store_or_evaluate(fused_group& group, E const& e) {
   zenith::shape s = e.shape();
   std::int64_t n = std::int64_t(s.numel());
-  auto l = std::make_unique<store_loop<T, E>>(e, nullptr);
+  auto l = group.template make<store_loop<T, E>>(e, nullptr);
   auto out = array<T>::empty(s);
   if (n > 0 && (group.empty() || group.size() == n) && l->prepare(s)) {
     l->set_output(out.data());
@@ -303,7 +347,7 @@ std::pair<array<T>, bool> store_or_evaluate(fused_group& group, E const& e) {
 template <element T, expression E>
 void store_into(fused_group& group, array<T>& dst, E const& e) {
   std::int64_t n = std::int64_t(dst.size());
-  auto l = std::make_unique<store_loop<T, E>>(e, dst.data());
+  auto l = group.template make<store_loop<T, E>>(e, dst.data());
   if (n > 0 && (group.empty() || group.size() == n) && l->prepare(dst.shape())) {
     group.add(std::move(l), n);
     return;
@@ -321,7 +365,7 @@ requires(std::is_same_v<Op, ops::reduce_sum> || std::is_same_v<Op, ops::reduce_m
   std::int64_t n = std::int64_t(s.numel());
   if (n == 0 || out_shape.numel() != 1 || (!group.empty() && group.size() != n))
     return std::nullopt;
-  auto l = std::make_unique<reduce_loop<Op, T, E>>(e, nullptr, n);
+  auto l = group.template make<reduce_loop<Op, T, E>>(e, nullptr, n);
   if (!l->prepare(s)) return std::nullopt;
   auto out = array<T>::empty(out_shape);
   l->set_output(out.data());

@@ -27,6 +27,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "../../core/creation.hpp"
+#include "../../core/small_vector.hpp"
 #include "../../expr/reduce.hpp"
 #include "evaluate.hpp"
 #include "fused_loop.hpp"
@@ -623,8 +624,11 @@ struct plan {
   bool unit = true;
 };
 
+// Axes in a loop order: as many as a shape has, inline (a reduction allocates no bookkeeping).
+using axis_list = small_vector<std::size_t, max_rank>;
+
 template <class Ev>
-plan<Ev> make_plan(Ev const& ev0, std::vector<std::size_t> const& perm, zenith::shape const& S,
+plan<Ev> make_plan(Ev const& ev0, axis_list const& perm, zenith::shape const& S,
                    std::array<std::int64_t, max_rank> const& ost) {
   plan<Ev> p{ev0, {}, true};
   std::size_t r = S.size();
@@ -691,16 +695,25 @@ inline std::array<std::int64_t, max_rank> output_strides(zenith::shape const& ou
 // The two loop orders a reduction can take (perm_b is empty when case B has no rows), which one
 // the memory layout favours, and the kept axis with the closest elements (max_rank if none).
 struct loop_orders {
-  std::vector<std::size_t> perm_a, perm_b;
+  axis_list perm_a, perm_b;
   bool natural_a = true;
   std::size_t kin = max_rank;
 };
 
 // Chooses the loop orders from the leaves' strides alone. Not a template, so that every
 // reduction instantiation shares one copy.
+using leaf_stride_list = small_vector<std::array<std::int64_t, max_rank>, 8>;
+
+// Sorts axes by descending key, keeping the order of equal keys (at most max_rank of them, so an
+// insertion sort, which needs no scratch buffer as std::stable_sort does).
+inline void sort_axes_by_key(axis_list& axes, std::array<std::uint64_t, max_rank> const& key) {
+  for (std::size_t i = 1; i < axes.size(); ++i)
+    for (std::size_t j = i; j > 0 && key[axes[j - 1]] < key[axes[j]]; --j)
+      std::swap(axes[j - 1], axes[j]);
+}
+
 inline loop_orders order_axes(zenith::shape const& S, std::uint32_t mask,
-                              std::vector<std::array<std::int64_t, max_rank>> const& leaf_strides,
-                              bool keep_reduced_order) {
+                              leaf_stride_list const& leaf_strides, bool keep_reduced_order) {
   std::size_t r = S.size();
   loop_orders o;
   // Order the axes by how far apart their elements are in memory (summed over the leaves);
@@ -711,12 +724,11 @@ inline loop_orders order_axes(zenith::shape const& S, std::uint32_t mask,
       key[k] += std::uint64_t(stride[k] < 0 ? -stride[k] : stride[k]);
   for (std::size_t k = 0; k < r; ++k)
     if (key[k] == 0) key[k] = std::numeric_limits<std::uint64_t>::max();
-  std::vector<std::size_t> kept, red;
+  axis_list kept, red;
   for (std::size_t k = 0; k < r; ++k) (mask >> k & 1 ? red : kept).push_back(k);
-  auto by_key = [&](std::size_t a, std::size_t b) { return key[a] > key[b]; };
-  std::stable_sort(kept.begin(), kept.end(), by_key);
+  sort_axes_by_key(kept, key);
   // argmax / argmin positions are row-major over the reduced axes: keep their order.
-  if (!keep_reduced_order) std::stable_sort(red.begin(), red.end(), by_key);
+  if (!keep_reduced_order) sort_axes_by_key(red, key);
   // The axis with the closest elements decides the natural case: A when it is reduced, B when
   // it is kept (then the kept axes inside every reduced axis form the rows).
   std::size_t inner = max_rank;
@@ -725,7 +737,7 @@ inline loop_orders order_axes(zenith::shape const& S, std::uint32_t mask,
   auto& perm_a = o.perm_a;
   auto& perm_b = o.perm_b;
   perm_a = kept;
-  perm_a.insert(perm_a.end(), red.begin(), red.end());
+  for (std::size_t k : red) perm_a.push_back(k);
   auto& kin = o.kin;
   for (std::size_t k : kept)
     if (S[k] > 1) kin = k;
@@ -739,14 +751,14 @@ inline loop_orders order_axes(zenith::shape const& S, std::uint32_t mask,
         min_red = any_red ? std::min(min_red, key[k]) : key[k];
         any_red = true;
       }
-    std::vector<std::size_t> k2;
+    axis_list k2;
     for (std::size_t k : kept) (any_red && key[k] >= min_red ? perm_b : k2).push_back(k);
-    perm_b.insert(perm_b.end(), red.begin(), red.end());
-    perm_b.insert(perm_b.end(), k2.begin(), k2.end());
+    for (std::size_t k : red) perm_b.push_back(k);
+    for (std::size_t k : k2) perm_b.push_back(k);
   } else if (kin != max_rank) {  // the alternative to A: rows along kin
     for (std::size_t k : kept)
       if (k != kin) perm_b.push_back(k);
-    perm_b.insert(perm_b.end(), red.begin(), red.end());
+    for (std::size_t k : red) perm_b.push_back(k);
     perm_b.push_back(kin);
   }
   return o;
@@ -777,11 +789,11 @@ void reduce_into(array<T>& out, C const& child, std::uint32_t mask) {
   using Ev = decltype(ev);
 
   auto ost = output_strides(out.shape(), r, mask);
-  std::vector<std::array<std::int64_t, max_rank>> leaf_strides;
+  leaf_stride_list leaf_strides;
   ev.for_each_leaf([&](auto& leaf) { leaf_strides.push_back(leaf.stride); });
   loop_orders const orders = order_axes(S, mask, leaf_strides, indexed_reduction<Op>);
   bool const natural_a = orders.natural_a;
-  std::vector<std::size_t> const &perm_a = orders.perm_a, &perm_b = orders.perm_b;
+  axis_list const &perm_a = orders.perm_a, &perm_b = orders.perm_b;
   std::size_t const kin = orders.kin;
   // Short rows waste the vector loop and cost per-row overhead: when the natural order's rows
   // are short, take the other order if its rows are longer (e.g. sum over axis 1 of (n, 4)).
