@@ -42,16 +42,17 @@ struct reverse {
                 "zenith autodiff: this expression node has no reverse-mode rule yet");
 };
 
-// ct is taken by value and moved down the chain: a cotangent expression holds its arrays by
-// shared handle, and copying it at every node made a small gradient's fixed cost mostly
-// reference counting.
+// ct is passed down the chain by forwarding reference and moved into the one node that takes it
+// over: a cotangent expression holds its arrays by shared handle, and copying it at every node
+// made a small gradient's fixed cost mostly reference counting; moving it by value at every
+// call made it mostly copying (a cotangent deep in a chain is several hundred bytes).
 template <class E, class G, class Sink>
-void backward(E const& e, G ct, Sink& sink) {
+void backward(E const& e, G&& ct, Sink& sink) {
   if constexpr (E::fixed) {
     // Only tensors and scalars below: no array, so nothing an array gradient reaches. (Tensor
     // functions are differentiated by the fixed-size transforms, transforms/jacobian.hpp.)
   } else {
-    reverse<E>::run(e, std::move(ct), sink);
+    reverse<E>::run(e, std::forward<G>(ct), sink);
   }
 }
 
@@ -73,11 +74,11 @@ struct reverse<scalar_node<T>> {
 template <class B>
 struct reverse<memo_node<B>> {
   template <class G, class Sink>
-  static void run(memo_node<B> const& e, G ct, Sink& sink) {
-    if constexpr (requires { reverse<B>::run(e.node, std::move(ct), sink, &e.value); })
-      reverse<B>::run(e.node, std::move(ct), sink, &e.value);  // a rule that reads the value
+  static void run(memo_node<B> const& e, G&& ct, Sink& sink) {
+    if constexpr (requires { reverse<B>::run(e.node, std::forward<G>(ct), sink, &e.value); })
+      reverse<B>::run(e.node, std::forward<G>(ct), sink, &e.value);  // a rule reading the value
     else
-      backward(e.node, std::move(ct), sink);
+      backward(e.node, std::forward<G>(ct), sink);
   }
 };
 
@@ -127,29 +128,30 @@ struct reverse<map_node<Op, Cs...>> {
   (std::index_sequence_for<Cs...>{});
 
   template <class G, class Sink>
-  static void run(map_node<Op, Cs...> const& e, G ct, Sink& sink) {
-    run_as(e, e, std::move(ct), sink);
+  static void run(map_node<Op, Cs...> const& e, G&& ct, Sink& sink) {
+    run_as(e, e, std::forward<G>(ct), sink);
   }
   // The same rule, with y standing for e's value in the partials: e's kept form (a reuse_node
   // from memoize), so that a rule reading the value (exp's is y itself) reads it stored.
   template <class Y, class G, class Sink>
-  static void run_as(Y const& y, map_node<Op, Cs...> const& e, G ct, Sink& sink) {
+  static void run_as(Y const& y, map_node<Op, Cs...> const& e, G&& ct, Sink& sink) {
+    using Gv = std::remove_cvref_t<G>;
     if constexpr (requires { Op::piecewise_constant; }) {
       // Zero almost everywhere: no cotangent flows (as in JAX).
-    } else if constexpr (takers >= 2 && costly_v<G> && std::is_floating_point_v<value_t<G>>) {
+    } else if constexpr (takers >= 2 && costly_v<Gv> && std::is_floating_point_v<value_t<Gv>>) {
       // Every operand's cotangent would recompute ct's transcendentals: evaluate ct once.
-      each(y, e, reuse_node<G>(std::move(ct)), sink);
-    } else if constexpr (takers >= 2 && tree_copy_v<G>) {
+      each(y, e, reuse_node<Gv>(std::forward<G>(ct)), sink);
+    } else if constexpr (takers >= 2 && tree_copy_v<Gv>) {
       // Each operand's cotangent holds ct: one tree behind a shared handle, not a copy each.
-      each(y, e, shared_ref<G>(std::move(ct)), sink);
+      each(y, e, shared_ref<Gv>(std::forward<G>(ct)), sink);
     } else {
-      each(y, e, std::move(ct), sink);
+      each(y, e, std::forward<G>(ct), sink);
     }
   }
 
  private:
   template <class Y, class G, class Sink>
-  static void each(Y const& y, map_node<Op, Cs...> const& e, G ct, Sink& sink) {
+  static void each(Y const& y, map_node<Op, Cs...> const& e, G&& ct, Sink& sink) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
         if constexpr (takes_cotangent<J>) {
@@ -157,7 +159,7 @@ struct reverse<map_node<Op, Cs...>> {
           auto local = std::apply(
               [&](auto const&... xs) { return Op::template partial<J>(y, xs...); }, e.children);
           if constexpr (J == last_taker)
-            backward(c, detail::to_child(c, std::move(ct) * std::move(local)), sink);
+            backward(c, detail::to_child(c, std::forward<G>(ct) * std::move(local)), sink);
           else
             backward(c, detail::to_child(c, ct * std::move(local)), sink);
         }
@@ -173,10 +175,10 @@ namespace detail {
 // The cotangent of a reduction's output, reshaped with the reduced axes as 1 and broadcast to
 // the child's shape.
 template <class Op, class C, class G>
-auto spread(reduce_node<Op, C> const& e, G ct) {
+auto spread(reduce_node<Op, C> const& e, G&& ct) {
   zenith::shape in = e.child.shape(), kept;
   for (std::size_t k = 0; k < in.size(); ++k) kept.push_back(e.reduces(k) ? 1 : in[k]);
-  return broadcast_to(reshape(std::move(ct), kept), in);
+  return broadcast_to(reshape(std::forward<G>(ct), kept), in);
 }
 }  // namespace detail
 
@@ -184,14 +186,14 @@ template <class Op, class C>
 requires(std::is_same_v<Op, ops::reduce_sum> ||
          std::is_same_v<Op, ops::reduce_mean>) struct reverse<reduce_node<Op, C>> {
   template <class G, class Sink>
-  static void run(reduce_node<Op, C> const& e, G ct, Sink& sink) {
+  static void run(reduce_node<Op, C> const& e, G&& ct, Sink& sink) {
     if constexpr (detail::differentiable_v<C>) {
       if constexpr (std::is_same_v<Op, ops::reduce_sum>)
-        backward(e.child, zenith::detail::convert<value_t<C>>(detail::spread(e, std::move(ct))),
-                 sink);
+        backward(e.child,
+                 zenith::detail::convert<value_t<C>>(detail::spread(e, std::forward<G>(ct))), sink);
       else
         backward(e.child,
-                 zenith::detail::convert<value_t<C>>(detail::spread(e, std::move(ct)) /
+                 zenith::detail::convert<value_t<C>>(detail::spread(e, std::forward<G>(ct)) /
                                                      double(e.count())),
                  sink);
     }
@@ -377,18 +379,18 @@ struct reverse<shared_node<C>> {
 template <class C>
 struct reverse<shared_ref<C>> {
   template <class G, class Sink>
-  static void run(shared_ref<C> const& e, G ct, Sink& sink) {
-    backward(e.child(), std::move(ct), sink);
+  static void run(shared_ref<C> const& e, G&& ct, Sink& sink) {
+    backward(e.child(), std::forward<G>(ct), sink);
   }
 };
 template <class C>
 struct reverse<reuse_node<C>> {
   template <class G, class Sink>
-  static void run(reuse_node<C> const& e, G ct, Sink& sink) {
+  static void run(reuse_node<C> const& e, G&& ct, Sink& sink) {
     if constexpr (detail::is_map_node_v<C>)
-      reverse<C>::run_as(e, e.child(), std::move(ct), sink);  // its partials read e, kept
+      reverse<C>::run_as(e, e.child(), std::forward<G>(ct), sink);  // its partials read e, kept
     else
-      backward(e.child(), std::move(ct), sink);
+      backward(e.child(), std::forward<G>(ct), sink);
   }
 };
 
