@@ -109,6 +109,18 @@ TEST_CASE("small_vector keeps its first elements inline and moves heap blocks wh
   REQUIRE(*w[2] == 3);
 }
 
+TEST_CASE("small_vector appends a copy of its own element while it grows", "[small_vector]") {
+  zd::small_vector<std::string, 2> v;
+  v.push_back(std::string(40, 'a'));  // longer than the small-string buffer: heap memory
+  v.push_back(std::string(40, 'b'));
+  v.push_back(v[0]);  // grows: v[0] moves while being copied
+  v.push_back(v[2]);  // grows again
+  REQUIRE(v.size() == 4);
+  REQUIRE(v[0] == std::string(40, 'a'));
+  REQUIRE(v[2] == std::string(40, 'a'));
+  REQUIRE(v[3] == std::string(40, 'a'));
+}
+
 TEST_CASE("small_vector honours over-aligned element types", "[small_vector]") {
   struct alignas(64) wide {
     double v[8];

@@ -65,7 +65,14 @@ class small_vector {
 
   template <class... Args>
   T& emplace_back(Args&&... args) {
-    if (size_ == cap_) grow(2 * cap_);
+    if (size_ == cap_) {
+      // The arguments may refer to an element (v.push_back(v[0])): build the new one first.
+      T v(std::forward<Args>(args)...);
+      grow(2 * cap_);
+      T* p = std::construct_at(data_ + size_, std::move(v));
+      ++size_;
+      return *p;
+    }
     T* p = std::construct_at(data_ + size_, std::forward<Args>(args)...);
     ++size_;
     return *p;

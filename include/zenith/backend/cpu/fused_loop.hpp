@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../core/small_vector.hpp"
 #include "evaluator.hpp"
 #include "thread_pool.hpp"
 
@@ -65,22 +66,12 @@ class stride_list {
     for (auto const& st : v) push_back(st);
   }
 
-  void push_back(strides const& st) {
-    if (n_ < inline_count) {
-      inline_[n_] = st;
-    } else {
-      if (n_ == inline_count) heap_.assign(inline_.begin(), inline_.end());
-      heap_.push_back(st);
-    }
-    ++n_;
-  }
-  strides const* begin() const { return n_ <= inline_count ? inline_.data() : heap_.data(); }
-  strides const* end() const { return begin() + n_; }
+  void push_back(strides const& st) { list_.push_back(st); }
+  strides const* begin() const { return list_.begin(); }
+  strides const* end() const { return list_.end(); }
 
  private:
-  std::array<strides, inline_count> inline_;
-  std::vector<strides> heap_;
-  std::size_t n_ = 0;
+  detail::small_vector<strides, inline_count> list_;
 };
 
 // Merges adjacent axes along which every stride vector is jointly contiguous; drops size-1 axes.

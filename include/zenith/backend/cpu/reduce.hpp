@@ -700,10 +700,6 @@ struct loop_orders {
   std::size_t kin = max_rank;
 };
 
-// Chooses the loop orders from the leaves' strides alone. Not a template, so that every
-// reduction instantiation shares one copy.
-using leaf_stride_list = small_vector<std::array<std::int64_t, max_rank>, 8>;
-
 // Sorts axes by descending key, keeping the order of equal keys (at most max_rank of them, so an
 // insertion sort, which needs no scratch buffer as std::stable_sort does).
 inline void sort_axes_by_key(axis_list& axes, std::array<std::uint64_t, max_rank> const& key) {
@@ -712,8 +708,10 @@ inline void sort_axes_by_key(axis_list& axes, std::array<std::uint64_t, max_rank
       std::swap(axes[j - 1], axes[j]);
 }
 
+// Chooses the loop orders from the leaves' strides alone. Not a template, so that every
+// reduction instantiation shares one copy.
 inline loop_orders order_axes(zenith::shape const& S, std::uint32_t mask,
-                              leaf_stride_list const& leaf_strides, bool keep_reduced_order) {
+                              stride_list const& leaf_strides, bool keep_reduced_order) {
   std::size_t r = S.size();
   loop_orders o;
   // Order the axes by how far apart their elements are in memory (summed over the leaves);
@@ -789,7 +787,7 @@ void reduce_into(array<T>& out, C const& child, std::uint32_t mask) {
   using Ev = decltype(ev);
 
   auto ost = output_strides(out.shape(), r, mask);
-  leaf_stride_list leaf_strides;
+  stride_list leaf_strides;
   ev.for_each_leaf([&](auto& leaf) { leaf_strides.push_back(leaf.stride); });
   loop_orders const orders = order_axes(S, mask, leaf_strides, indexed_reduction<Op>);
   bool const natural_a = orders.natural_a;
