@@ -138,6 +138,47 @@ TEST_CASE("the fused pass falls back where it cannot join", "[grad][fused_pass]"
   }
 }
 
+TEST_CASE("sums below the root that no rule reads join the gradients' pass", "[grad][fused_pass]") {
+  // -0.5 * sum(square(x - mu)) / s2 - c: the sum's cotangent is a constant, so the sum is
+  // queued with the gradient and the value computed after the pass. Same value as plain
+  // evaluation, bit for bit (the same blocks, added in the same tree), at every size.
+  for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(8192), std::size_t(40001)}) {
+    INFO("n " << n);
+    auto x = random_array({n}, 12);
+    auto f = [](auto const& x) {
+      return -0.5 * zn::sum(zn::square(x - 0.3)) / 1.7 - 2.0 + zn::mean(zn::exp(x)) * 3.0;
+    };
+    auto [value, g] = zn::value_and_grad(f)(x);
+    CHECK(same_bits(value.item(), zn::eval(f(x)).item()));
+    for (std::size_t i = 0; i < n; ++i) {
+      double t = x.data()[i], want = -(t - 0.3) / 1.7 + 3.0 * std::exp(t) / double(n);
+      REQUIRE(std::abs(g.data()[i] - want) <= 1e-14 * (1 + std::abs(want)));
+    }
+  }
+  auto x = random_array({5, 3}, 13), y = random_array({4}, 14), s = random_array({}, 15, 0.5, 2);
+  SECTION("sums of different sizes, one read by a rule, one under another sum") {
+    // sum(y) has another size than the gradients of x: evaluated apart. sum(x) / square(s):
+    // s's rule reads it. mean(x) under a queued sum: evaluated before that sum is.
+    auto f = [](auto const& x, auto const& y, auto const& s) {
+      return 2.0 * zn::sum(zn::exp(y)) - zn::sum(x) / zn::square(s) +
+             zn::sum(zn::square(x - zn::mean(x))) * 0.5;
+    };
+    auto [value, g] = zn::value_and_grad(f, zn::argnums<0, 1, 2>)(x, y, s);
+    CHECK(std::abs(value.item() - zn::eval(f(x, y, s)).item()) <= 1e-13);
+    auto const& [gx, gy, gs] = g;
+    check_close(gx, numeric_grad(f, 0, x, y, s));
+    check_close(gy, numeric_grad(f, 1, x, y, s));
+    check_close(gs, numeric_grad(f, 2, x, y, s));
+  }
+  SECTION("under vjp, whose pullback runs later, the sums are evaluated first") {
+    auto f = [](auto const& x) { return zn::sum(zn::square(x)) * 0.25 + 1.0; };
+    auto [out, pullback] = zn::vjp(f, x);
+    CHECK(std::abs(out.item() - zn::eval(f(x)).item()) <= 1e-15);
+    auto [gx] = pullback(zn::full<double>({}, 2.0));
+    check_close(gx, zn::eval(x * 1.0));
+  }
+}
+
 TEST_CASE("loops of one pass read a large kept value at their own positions",
           "[grad][fused_pass]") {
   // Two loops of one group read the same kept exp(y), too large to store and so computed per

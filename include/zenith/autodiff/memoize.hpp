@@ -215,6 +215,31 @@ decltype(auto) memoize_child(E const& e) {
     return memoize<Level>(e);
 }
 
+// The same, with a place where a sum or mean may be queued instead of evaluated now: passed down
+// only while no rule reads the child's value (the queue runs after the reverse pass is built),
+// and only through elementwise parents (any other parent is assumed to read it).
+template <class P, int Level = 0, class E, class Queue>
+decltype(auto) memoize_child(E const& e, Queue& queue) {
+  if constexpr (kept_in_v<P, E> || parent_reads_v<P, E> ||
+                !requires { memoizer<E>::template run<Level>(e, queue); })
+    return memoize_child<P, Level>(e);
+  else
+    return memoizer<E>::template run<Level>(e, queue);
+}
+
+// memoize(e, queue): memoize for value_and_grad, whose total sums and means that no rule reads
+// (the sum in -0.5 * sum(square(x - mu)) / s2) are queued with the gradients (queue's
+// queue_total, a cotangent store) instead of evaluated first: one pass over the inputs computes
+// both. Their values are final once the queue is flushed, and only then may e's value be
+// evaluated.
+template <class E, class Queue>
+memoized_t<E> memoize(E const& e, Queue& queue) {
+  if constexpr (requires { memoizer<E>::template run<0>(e, queue); })
+    return memoizer<E>::template run<0>(e, queue);
+  else
+    return memoize(e);
+}
+
 template <class Op, class... Cs>
 struct memoizer<map_node<Op, Cs...>> {
   using P = map_node<Op, Cs...>;
@@ -222,6 +247,11 @@ struct memoizer<map_node<Op, Cs...>> {
   template <int Level>
   static M run(P const& e) {
     return std::apply([](auto const&... c) { return M(memoize_child<P, Level>(c)...); },
+                      e.children);
+  }
+  template <int Level, class Queue>
+  static M run(P const& e, Queue& queue) {
+    return std::apply([&](auto const&... c) { return M(memoize_child<P, Level>(c, queue)...); },
                       e.children);
   }
 };
@@ -244,10 +274,23 @@ struct memoizer<reshape_node<C>> {
 template <class Op, class C>
 struct memoizer<reduce_node<Op, C>> {
   using P = reduce_node<Op, C>;
+  using R = reduce_node<Op, memoized_child_t<P, C>>;
   template <int Level>
   static memoized_t<P> run(P const& e) {
-    return memo<Level>(reduce_node<Op, memoized_child_t<P, C>>(memoize_child<P, Level>(e.child),
-                                                               e.axes, e.keepdims));
+    return memo<Level>(R(memoize_child<P, Level>(e.child), e.axes, e.keepdims));
+  }
+  // A floating-point sum or mean of everything, queued when the queue takes it. Its child is
+  // memoized without the queue: a queued sum reads what is below it in the same pass.
+  static constexpr bool queueable =
+      floating_element<value_t<P>> &&
+      (std::is_same_v<Op, ops::reduce_sum> || std::is_same_v<Op, ops::reduce_mean>);
+  template <int Level, class Queue>
+  requires queueable static memoized_t<P> run(P const& e, Queue& queue) {
+    R r(memoize_child<P, Level>(e.child), e.axes, e.keepdims);
+    zenith::shape s = r.shape();
+    if (auto v = queue.template queue_total<Op, value_t<P>>(r.child, s))
+      return memoized_t<P>(std::move(r), std::move(*v));
+    return memo<Level>(std::move(r));
   }
 };
 template <class A, class B>

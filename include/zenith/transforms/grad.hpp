@@ -129,7 +129,8 @@ inline constexpr bool is_total_reduction_v<reduce_node<ops::reduce_mean, C>> = t
 // The function's value, and the static reverse pass from it into cts. Barriers are evaluated
 // once (memoized): the value and every rule that reads a node's value share them. A loss that
 // sums or averages everything (the usual case) is not evaluated first: its sum is queued with
-// the gradients, so one pass reads the inputs for both. The value is final once cts is flushed.
+// the gradients, so one pass reads the inputs for both; so is a sum below the root that no rule
+// reads (-0.5 * sum(square(x - mu)) / s2 - c). The value is final once cts is flushed.
 template <class Out>
 array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts) {
   using T = value_t<Out>;
@@ -151,10 +152,18 @@ array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts
     autodiff::backward(top.child, broadcast_to(scalar_node<C>(C(seed)), top.child.shape()), cts);
     return *std::move(value);
   } else {
-    auto const& forward = autodiff::memoize(out);
-    array<T> value = autodiff::memoized_value(forward);
-    autodiff::backward(forward, full<T>(out.shape(), T(1)), cts);
-    return value;
+    auto seed = broadcast_to(scalar_node<T>(T(1)), out.shape());
+    if (active_trace()) {  // nested: the enclosing transform records the value
+      auto const& forward = autodiff::memoize(out);
+      array<T> value = autodiff::memoized_value(forward);
+      autodiff::backward(forward, std::move(seed), cts);
+      return value;
+    }
+    // Sums that no rule reads are computed in the gradients' pass; the value after it.
+    autodiff::memoized_t<Out> forward = autodiff::memoize(out, cts);
+    autodiff::backward(forward, std::move(seed), cts);
+    cts.flush();
+    return autodiff::memoized_value(forward);
   }
 }
 
