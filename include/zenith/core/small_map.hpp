@@ -10,6 +10,7 @@
 // Erasing moves the last entry into the hole, so order is not kept, and any insertion or erasure
 // invalidates pointers and references to values.
 #include <cstddef>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -22,6 +23,8 @@ class small_map {
  public:
   // Entries searched linearly; beyond this, index_ maps each key to its position.
   static constexpr std::size_t linear_limit = 32;
+
+  small_map() {}  // user-provided: see small_vector's
 
   std::size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
@@ -56,16 +59,16 @@ class small_map {
     if (i != items_.size() - 1) items_[i] = std::move(items_.back());
     items_.pop_back();
     if (items_.size() <= linear_limit) {
-      if (!index_.empty()) index_.clear();  // back to a linear search
+      index_.reset();  // back to a linear search
     } else {
-      index_.erase(k);
-      if (i < items_.size()) index_[items_[i].first] = i;
+      index_->erase(k);
+      if (i < items_.size()) (*index_)[items_[i].first] = i;
     }
     return 1;
   }
   void clear() {
     items_.clear();
-    index_.clear();
+    index_.reset();
   }
 
   auto begin() { return items_.begin(); }
@@ -78,8 +81,8 @@ class small_map {
 
   std::size_t position(K k) const {
     if (items_.size() > linear_limit) {
-      auto it = index_.find(k);
-      return it == index_.end() ? npos : it->second;
+      auto it = index_->find(k);
+      return it == index_->end() ? npos : it->second;
     }
     for (std::size_t i = 0; i < items_.size(); ++i)
       if (items_[i].first == k) return i;
@@ -89,21 +92,26 @@ class small_map {
   V& append(K k, V v) {
     items_.emplace_back(k, std::move(v));
     if (items_.size() > linear_limit) {
-      if (index_.empty())  // just outgrew the linear search: index everything
-        for (std::size_t i = 0; i < items_.size(); ++i) index_.emplace(items_[i].first, i);
-      else
-        index_.emplace(k, items_.size() - 1);
+      if (!index_) {  // just outgrew the linear search: index everything
+        index_.emplace();
+        for (std::size_t i = 0; i < items_.size(); ++i) index_->emplace(items_[i].first, i);
+      } else {
+        index_->emplace(k, items_.size() - 1);
+      }
     }
     return items_.back().second;
   }
 
   small_vector<std::pair<K, V>, Inline> items_;
-  std::unordered_map<K, std::size_t> index_;
+  // Present exactly while there are more than linear_limit entries: most maps never have one,
+  // and an empty std::unordered_map still clears its bucket array when destroyed.
+  std::optional<std::unordered_map<K, std::size_t>> index_;
 };
 
 template <class K>
 class small_set {
  public:
+  small_set() {}  // user-provided: see small_vector's
   std::size_t size() const { return map_.size(); }
   bool empty() const { return map_.empty(); }
   bool contains(K k) const { return map_.contains(k); }

@@ -23,7 +23,9 @@ class small_vector {
   using iterator = T*;
   using const_iterator = T const*;
 
-  small_vector() = default;
+  // User-provided, so that value-initialization (`{}`, a std::tuple member) does not zero the
+  // inline storage first: that memset was 6% of a small gradient.
+  small_vector() noexcept {}
   small_vector(small_vector const& o) { append_copies(o); }
   small_vector(small_vector&& o) noexcept(std::is_nothrow_move_constructible_v<T>) {
     take(std::move(o));
