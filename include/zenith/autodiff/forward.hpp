@@ -119,8 +119,7 @@ struct forward<map_node<Op, Cs...>> {
  private:
   template <std::size_t J, class Y>
   static auto term(Y const& y, E const& e, tangents const& ts) {
-    using C = std::tuple_element_t<J, std::tuple<Cs...>>;
-    if constexpr (!operand_differentiable_v<Op, J, Cs...> || C::fixed) {
+    if constexpr (!operand_differentiable_v<Op, J, Cs...>) {
       return std::tuple<>{};
     } else {
       auto local = std::apply([&](auto const&... xs) { return Op::template partial<J>(y, xs...); },
