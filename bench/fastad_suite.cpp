@@ -3,6 +3,7 @@
 //
 //   zenith        zn::value_and_grad(f, zn::argnums<...>) on zn::array<double>, f written the way
 //                 a user writes it (zn::log(zn::sum(zn::exp(x))), zn::matmul, ...)
+//   zenith jit    the same under zn::jit: recorded on the first call with each N, replayed after
 //   hand-written  plain loops computing the value and the analytic gradient (-O3; reductions
 //                 carry `#pragma omp simd reduction`, built with -fopenmp-simd, so that they
 //                 vectorize without -ffast-math)
@@ -38,7 +39,7 @@
 // median time per call (value and gradient) is printed as Markdown tables.
 //
 //   fastad_suite [reps (15)] [sample_ms (2)] [max log2 N (14)]
-//   fastad_suite --profile FUNCTION N IMPL SECONDS   (IMPL: zenith, hand, torch) for perf record
+//   fastad_suite --profile FUNCTION N IMPL SECONDS   (IMPL: zenith, jit, hand, torch) for perf
 #include <cblas.h>
 
 #include <algorithm>
@@ -87,6 +88,16 @@ vec uniform(std::size_t n, std::mt19937_64& gen, double lo = -1, double hi = 1) 
 }
 
 A to_zn(vec const& v, zn::shape s) { return zn::copy_from(v.data(), s); }
+
+// The gradient function as it is (traced on every call) or under zn::jit (recorded on the first
+// call with each shape, replayed after).
+template <bool Jit, class F>
+auto maybe_jit(F f) {
+  if constexpr (Jit)
+    return zn::jit(std::move(f));
+  else
+    return f;
+}
 A zn_scalar(double v) { return A({}, {v}); }
 
 #ifdef ZENITH_BENCH_TORCH
@@ -172,12 +183,15 @@ struct sum_case {
   }
   std::string size() const { return "x: " + std::to_string(n); }
 
+  template <bool Jit = false>
   auto zenith() const {
-    static auto const f = zn::value_and_grad([](auto const& x) { return zn::sum(x); });
+    static auto const f =
+        maybe_jit<Jit>(zn::value_and_grad([](auto const& x) { return zn::sum(x); }));
     return f(zx);
   }
+  template <bool Jit = false>
   result zenith_result() const {
-    auto [v, gx] = zenith();
+    auto [v, gx] = zenith<Jit>();
     return {v.item(), {from_zn(gx)}};
   }
 
@@ -227,13 +241,15 @@ struct log_sum_exp_case {
   }
   std::string size() const { return "x: " + std::to_string(n); }
 
+  template <bool Jit = false>
   auto zenith() const {
-    static auto const f =
-        zn::value_and_grad([](auto const& x) { return zn::log(zn::sum(zn::exp(x))); });
+    static auto const f = maybe_jit<Jit>(
+        zn::value_and_grad([](auto const& x) { return zn::log(zn::sum(zn::exp(x))); }));
     return f(zx);
   }
+  template <bool Jit = false>
   result zenith_result() const {
-    auto [v, gx] = zenith();
+    auto [v, gx] = zenith<Jit>();
     return {v.item(), {from_zn(gx)}};
   }
 
@@ -288,13 +304,15 @@ struct normal_log_pdf_case {
   }
   std::string size() const { return "x: " + std::to_string(n); }
 
+  template <bool Jit = false>
   auto zenith() const {
-    static auto const f =
-        zn::value_and_grad([](auto const& x) { return zn_normal_lpdf(x, nlp_mu, nlp_sigma); });
+    static auto const f = maybe_jit<Jit>(
+        zn::value_and_grad([](auto const& x) { return zn_normal_lpdf(x, nlp_mu, nlp_sigma); }));
     return f(zx);
   }
+  template <bool Jit = false>
   result zenith_result() const {
-    auto [v, gx] = zenith();
+    auto [v, gx] = zenith<Jit>();
     return {v.item(), {from_zn(gx)}};
   }
 
@@ -362,13 +380,15 @@ struct matrix_product_case {
            ")";
   }
 
+  template <bool Jit = false>
   auto zenith() const {
-    static auto const f = zn::value_and_grad(
-        [](auto const& a, auto const& b) { return zn::sum(zn::matmul(a, b)); }, zn::argnums<0, 1>);
+    static auto const f = maybe_jit<Jit>(zn::value_and_grad(
+        [](auto const& a, auto const& b) { return zn::sum(zn::matmul(a, b)); }, zn::argnums<0, 1>));
     return f(za, zb);
   }
+  template <bool Jit = false>
   result zenith_result() const {
-    auto [v, g] = zenith();
+    auto [v, g] = zenith<Jit>();
     return {v.item(), {from_zn(std::get<0>(g)), from_zn(std::get<1>(g))}};
   }
 
@@ -461,17 +481,19 @@ struct regression_case {
   }
   std::string size() const { return "X: 1000x" + std::to_string(p); }
 
+  template <bool Jit = false>
   auto zenith() const {
-    static auto const f = zn::value_and_grad(
+    static auto const f = maybe_jit<Jit>(zn::value_and_grad(
         [](A const& w, A const& b, A const& sigma, A const& X, A const& y) {
           return zn_normal_lpdf(y, zn::matmul(X, w) + b, sigma) + zn_normal_lpdf(w, 0.0, 1.0) +
                  zn_normal_lpdf(b, 0.0, 1.0) - std::log(10.0 - 0.1);
         },
-        zn::argnums<0, 1, 2>);
+        zn::argnums<0, 1, 2>));
     return f(zw, zb, zsigma, zX, zy);
   }
+  template <bool Jit = false>
   result zenith_result() const {
-    auto [v, g] = zenith();
+    auto [v, g] = zenith<Jit>();
     return {v.item(), {from_zn(std::get<0>(g)), {std::get<1>(g).item()}, {std::get<2>(g).item()}}};
   }
 
@@ -628,18 +650,20 @@ struct stochastic_volatility_case {
   }
   std::string size() const { return "T: " + std::to_string(n); }
 
+  template <bool Jit = false>
   auto zenith() const {
-    static auto const f = zn::value_and_grad(
+    static auto const f = maybe_jit<Jit>(zn::value_and_grad(
         [](A const& s, A const& phi, A const& sigma, A const& mu, A const& y) {
           auto h = mu + sigma * zn_ar1(s, phi);
           return zn_normal_lpdf_vec(y, 0.0, zn::exp(h / 2.0)) + zn_normal_lpdf(s, 0.0, 1.0) +
                  zn_cauchy_lpdf(sigma, 0.0, 5.0) + zn_cauchy_lpdf(mu, 0.0, 10.0) - std::log(2.0);
         },
-        zn::argnums<0, 1, 2, 3>);
+        zn::argnums<0, 1, 2, 3>));
     return f(zs, zphi, zsigma, zmu, zy);
   }
+  template <bool Jit = false>
   result zenith_result() const {
-    auto [v, g] = zenith();
+    auto [v, g] = zenith<Jit>();
     return {v.item(),
             {from_zn(std::get<0>(g)),
              {std::get<1>(g).item()},
@@ -767,12 +791,21 @@ std::vector<cell> measure(std::vector<timed>& impls, int reps, double sample_s) 
 }
 
 // The three implementations of one case as batch loops.
+// Columns of a row: zenith, zenith under jit, hand-written, LibTorch (when built with it).
+constexpr std::size_t z_col = 0, jit_col = 1, hand_col = 2, torch_col = 3;
+
 template <class Case>
 std::vector<timed> batches(Case& c) {
   std::vector<timed> out;
   out.emplace_back([&c](long iters) {
     for (long i = 0; i < iters; ++i) {
       auto r = c.zenith();
+      sink = r.first.item();
+    }
+  });
+  out.emplace_back([&c](long iters) {
+    for (long i = 0; i < iters; ++i) {
+      auto r = c.template zenith<true>();
       sink = r.first.item();
     }
   });
@@ -797,7 +830,7 @@ std::vector<timed> batches(Case& c) {
 struct row {
   std::size_t N;
   std::string size;
-  std::vector<cell> cells;  // zenith, hand, torch
+  std::vector<cell> cells;  // impl_index order
 };
 
 #ifdef ZENITH_BENCH_TORCH
@@ -815,6 +848,9 @@ bool check_case(int max_log2) {
     Case c(N, gen);
     result h = c.hand_result(), z = c.zenith_result();
     double dz = rel_diff(z, h), dt = 0;
+    // jit: the call that records, then two replays (the second into the first's buffers).
+    for (int call = 0; call < 3; ++call)
+      dz = std::max(dz, rel_diff(c.template zenith_result<true>(), h));
 #ifdef ZENITH_BENCH_TORCH
     dt = rel_diff(torch_result(c.torch_run()), h);
 #endif
@@ -853,36 +889,43 @@ std::string fmt_ns(double ns) {
 
 struct summary {
   std::string name;
-  double hand_lo = INFINITY, hand_hi = 0, torch_lo = INFINITY, torch_hi = 0;
-  int rows_small = 0, hand_met = 0, torch_met = 0;
+  // [0]: zenith, [1]: zenith under jit
+  double hand_lo[2] = {INFINITY, INFINITY}, hand_hi[2] = {0, 0};
+  double torch_lo[2] = {INFINITY, INFINITY}, torch_hi[2] = {0, 0};
+  int rows_small = 0, hand_met[2] = {0, 0}, torch_met[2] = {0, 0};
 };
 
 summary print_table(char const* name, std::vector<row> const& rows) {
   summary s{name};
   std::printf("\n### %s\n\n", name);
-  std::printf("| N | size | zenith ns | hand-written ns |%s zenith / hand |%s\n",
-              have_torch ? " LibTorch ns |" : "", have_torch ? " LibTorch / zenith |" : "");
-  std::printf("|---:|---|---:|---:|%s---:|%s\n", have_torch ? "---:|" : "",
-              have_torch ? "---:|" : "");
+  std::printf(
+      "| N | size | zenith ns | jit ns | hand-written ns |%s zenith / hand | jit / hand |%s\n",
+      have_torch ? " LibTorch ns |" : "",
+      have_torch ? " LibTorch / zenith | LibTorch / jit |" : "");
+  std::printf("|---:|---|---:|---:|---:|%s---:|---:|%s\n", have_torch ? "---:|" : "",
+              have_torch ? "---:|---:|" : "");
   for (auto const& r : rows) {
-    double z = r.cells[0].median, h = r.cells[1].median;
-    double zh = z / h;
-    std::printf("| %zu | %s | %s | %s |", r.N, r.size.c_str(), fmt_ns(z).c_str(),
-                fmt_ns(h).c_str());
-    if (have_torch) std::printf(" %s |", fmt_ns(r.cells[2].median).c_str());
-    std::printf(" %.2f |", zh);
-    if (have_torch) std::printf(" %.2f |", r.cells[2].median / z);
+    double z[2] = {r.cells[z_col].median, r.cells[jit_col].median}, h = r.cells[hand_col].median;
+    std::printf("| %zu | %s | %s | %s | %s |", r.N, r.size.c_str(), fmt_ns(z[0]).c_str(),
+                fmt_ns(z[1]).c_str(), fmt_ns(h).c_str());
+    if (have_torch) std::printf(" %s |", fmt_ns(r.cells[torch_col].median).c_str());
+    std::printf(" %.2f | %.2f |", z[0] / h, z[1] / h);
+    if (have_torch)
+      std::printf(" %.2f | %.2f |", r.cells[torch_col].median / z[0],
+                  r.cells[torch_col].median / z[1]);
     std::printf("\n");
-    if (r.N <= 10000) {
-      ++s.rows_small;
-      s.hand_lo = std::min(s.hand_lo, zh);
-      s.hand_hi = std::max(s.hand_hi, zh);
-      s.hand_met += zh <= 1.5;
+    if (r.N > 10000) continue;
+    ++s.rows_small;
+    for (int k = 0; k < 2; ++k) {
+      double zh = z[k] / h;
+      s.hand_lo[k] = std::min(s.hand_lo[k], zh);
+      s.hand_hi[k] = std::max(s.hand_hi[k], zh);
+      s.hand_met[k] += zh <= 1.5;
       if (have_torch) {
-        double tz = r.cells[2].median / z;
-        s.torch_lo = std::min(s.torch_lo, tz);
-        s.torch_hi = std::max(s.torch_hi, tz);
-        s.torch_met += tz >= 5;
+        double tz = r.cells[torch_col].median / z[k];
+        s.torch_lo[k] = std::min(s.torch_lo[k], tz);
+        s.torch_hi[k] = std::max(s.torch_hi[k], tz);
+        s.torch_met[k] += tz >= 5;
       }
     }
   }
@@ -894,7 +937,11 @@ int profile(std::size_t N, std::string const& impl, double secs) {
   std::mt19937_64 gen(7);
   Case c(N, gen);
   auto impls = batches(c);
-  std::size_t k = impl == "zenith" ? 0 : impl == "hand" ? 1 : impl == "torch" ? 2 : 99;
+  std::size_t k = impl == "zenith"  ? z_col
+                  : impl == "jit"   ? jit_col
+                  : impl == "hand"  ? hand_col
+                  : impl == "torch" ? torch_col
+                                    : std::size_t(99);
   if (k >= impls.size()) {
     std::fprintf(stderr, "fastad_suite: no implementation '%s'\n", impl.c_str());
     return 2;
@@ -909,9 +956,9 @@ int profile(std::size_t N, std::string const& impl, double secs) {
   double el = std::chrono::duration<double>(clock_type::now() - t0).count();
   std::printf("%s N = %zu %s: %ld calls, %.1f ns per call\n", Case::name, N, impl.c_str(), calls,
               el * 1e9 / double(calls));
-  if (k == 0) {  // zenith's buffer allocations per call (the caching allocator's count)
+  if (k == z_col || k == jit_col) {  // buffer allocations per call (the allocator's count)
     auto before = zn::cpu_memory_stats().allocations;
-    impls[0].batch(100);
+    impls[k].batch(100);
     std::printf("zenith: %.1f buffer allocations per call\n",
                 double(zn::cpu_memory_stats().allocations - before) / 100);
   }
@@ -973,15 +1020,17 @@ int main(int argc, char** argv) {
                              run_case<stochastic_volatility_case>(max_log2, reps, sample_s)));
 
   std::printf("\n### Targets (rows with N <= 1e4)\n\n");
-  std::printf("| function | zenith / hand (min - max) | rows <= 1.5 |%s\n",
+  std::printf("| function | | zenith / hand (min - max) | rows <= 1.5 |%s\n",
               have_torch ? " LibTorch / zenith (min - max) | rows >= 5 |" : "");
-  std::printf("|---|---:|---:|%s\n", have_torch ? "---:|---:|" : "");
-  for (auto const& s : sums) {
-    std::printf("| %s | %.2f - %.2f | %d / %d |", s.name.c_str(), s.hand_lo, s.hand_hi, s.hand_met,
-                s.rows_small);
-    if (have_torch)
-      std::printf(" %.2f - %.2f | %d / %d |", s.torch_lo, s.torch_hi, s.torch_met, s.rows_small);
-    std::printf("\n");
-  }
+  std::printf("|---|---|---:|---:|%s\n", have_torch ? "---:|---:|" : "");
+  for (auto const& s : sums)
+    for (int k = 0; k < 2; ++k) {
+      std::printf("| %s | %s | %.2f - %.2f | %d / %d |", s.name.c_str(), k ? "jit" : "traced",
+                  s.hand_lo[k], s.hand_hi[k], s.hand_met[k], s.rows_small);
+      if (have_torch)
+        std::printf(" %.2f - %.2f | %d / %d |", s.torch_lo[k], s.torch_hi[k], s.torch_met[k],
+                    s.rows_small);
+      std::printf("\n");
+    }
   return 0;
 }

@@ -38,4 +38,5 @@
 #include "transforms/grad.hpp"
 #include "transforms/jacobian.hpp"
 #include "transforms/jacrev.hpp"
+#include "transforms/jit.hpp"
 #include "transforms/jvp.hpp"

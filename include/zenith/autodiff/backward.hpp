@@ -250,6 +250,8 @@ template <class C>
 auto prod_partial(reduce_node<ops::reduce_prod, C> const& e, array<value_t<C>> const* value) {
   using T = value_t<C>;
   array<T> p = kept_value(e, value);
+  // Which rule applies depends on the values: a replay could not take the other one.
+  zenith::detail::note_unreplayable("the derivative of prod");
   bool plain = true;
   for (std::size_t i = 0; i < p.size(); ++i)
     plain = plain && p.data()[i] == p.data()[i] && p.data()[i] != T(0);

@@ -44,10 +44,12 @@ class array : public expr_base {
   array(zenith::shape s, std::initializer_list<T> values) : array(s) {
     check_count(values.size());
     std::copy(values.begin(), values.end(), ptr_);
+    detail::note_host_written(ptr_, values.size());
   }
   array(zenith::shape s, std::vector<T> const& values) : array(s) {
     check_count(values.size());
     std::copy(values.begin(), values.end(), ptr_);
+    detail::note_host_written(ptr_, values.size());
   }
   // Uninitialised storage of the given shape (used by the factories and evaluators).
   static array empty(zenith::shape s) { return array(s); }
@@ -158,6 +160,7 @@ template <element T>
 array<T> copy_from(T const* ptr, shape s) {
   auto a = array<T>::empty(s);
   if (s.numel()) std::memcpy(a.data(), ptr, s.numel() * sizeof(T));
+  detail::note_host_written(a.data(), s.numel());
   return a;
 }
 // view: an array over the caller's memory, zero-copy; the caller keeps it alive.

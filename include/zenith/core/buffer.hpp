@@ -6,6 +6,7 @@
 
 #include "allocator.hpp"
 #include "device.hpp"
+#include "recording.hpp"
 
 namespace zenith {
 
@@ -17,6 +18,8 @@ class buffer {
     b->device_ = dev;
     b->owned_ = true;
     b->data_ = bytes ? cpu_allocator::instance().allocate(bytes) : nullptr;
+    // A recording keeps what it allocated: its steps point into it (core/recording.hpp).
+    if (detail::recording* r = detail::active_recording()) r->allocated.push_back(b);
     return b;
   }
   static std::shared_ptr<buffer> borrow(void* data, std::size_t bytes, device dev = cpu) {

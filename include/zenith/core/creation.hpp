@@ -11,7 +11,7 @@ namespace zenith {
 template <element T>
 array<T> full(shape s, T value) {
   auto a = array<T>::empty(s);
-  std::fill_n(a.data(), a.size(), value);
+  detail::fill_values(a.data(), a.size(), value);
   return a;
 }
 template <element T>
@@ -34,6 +34,7 @@ array<T> arange(double start, double stop, double step = 1.0) {
   std::size_t count = n > 0 ? std::size_t(n) : 0;
   auto a = array<T>::empty(shape{count});
   for (std::size_t i = 0; i < count; ++i) a.data()[i] = T(compute_t<T>(start + double(i) * step));
+  detail::note_host_written(a.data(), a.size());
   return a;
 }
 template <element T>
@@ -49,6 +50,7 @@ array<T> linspace(double start, double stop, std::size_t num = 50, bool endpoint
   double step = div > 0 ? (stop - start) / div : 0.0;
   for (std::size_t i = 0; i < num; ++i) a.data()[i] = T(compute_t<T>(start + double(i) * step));
   if (endpoint && num > 1) a.data()[num - 1] = T(compute_t<T>(stop));
+  detail::note_host_written(a.data(), a.size());
   return a;
 }
 
@@ -64,6 +66,7 @@ array<T> eye(std::size_t n, std::size_t m = detail::eye_square, long long k = 0)
     long long j = (long long)i + k;
     if (j >= 0 && j < (long long)m) a.data()[i * m + std::size_t(j)] = T(1);
   }
+  detail::note_host_written(a.data(), a.size());
   return a;
 }
 

@@ -277,6 +277,7 @@ class tensor : public expr_base {
   template <class E>
   void assign_dynamic(E const& e) {
     array<T> a = e;
+    detail::note_unreplayable("an array expression read into a tensor");  // read on the host
     if (!(a.shape() == shape()))
       throw shape_error("tensor: cannot assign an expression of shape " + a.shape().str() +
                         " to a tensor of shape " + shape().str());

@@ -36,6 +36,7 @@ template <class G, floating_element T>
 auto array_jacobian_by_columns(G const& g, array<T> const& x, char const* transform) {
   if (!x.storage())
     throw value_error(std::string(transform) + ": the argument is an array with no storage");
+  note_unreplayable("a Jacobian of an array function");  // written element by element
   std::size_t const n = x.size();
   array<T> const& xc = x;  // arrays are row major: element i is data()[i]
   using Out = decltype(jvp(g, std::make_tuple(xc), std::make_tuple(xc)).second);
@@ -71,6 +72,7 @@ auto jacfwd_call(jacfwd_tag, F const& f, array<T> const& x, Rest const&... rest)
 template <class F, floating_element T, class... Rest>
 auto jacrev_call(jacrev_tag, F const& f, array<T> const& x, Rest const&... rest) {
   if (!x.storage()) throw value_error("jacrev: the argument is an array with no storage");
+  note_unreplayable("a Jacobian of an array function");  // written element by element
   auto [y, pullback] = vjp([&](array<T> const& xx) { return f(xx, rest...); }, x);
   using R = value_t<decltype(y)>;
   std::size_t const n = x.size(), m = y.size();

@@ -171,6 +171,8 @@ struct custom_vjp_fn {
 
   template <class... Args>
   auto operator()(Args const&... args) const {
+    // The rule may run loops of its own, which a recording cannot see (transforms/jit.hpp).
+    note_unreplayable("a custom_vjp function");
     return call(stored_arg(args)...);
   }
 

@@ -45,20 +45,36 @@ namespace detail {
 
 // Copies a strided view of `rank` dims into a fresh contiguous array.
 template <class T>
+struct gather_step {
+  T const* base;
+  zenith::shape s;
+  std::array<std::int64_t, max_rank> st;
+  T* out;
+  void run() {
+    std::size_t n = s.numel(), r = s.size();
+    std::array<std::size_t, max_rank> idx{};
+    for (std::size_t i = 0; i < n; ++i) {
+      std::int64_t off = 0;
+      for (std::size_t k = 0; k < r; ++k) off += std::int64_t(idx[k]) * st[k];
+      out[i] = base[off];
+      for (std::size_t k = r; k-- > 0;) {
+        if (++idx[k] < s[k]) break;
+        idx[k] = 0;
+      }
+    }
+  }
+  void pointers(pointer_list& l) {
+    l.writes(out);
+    l.reads(base);
+  }
+};
+
+template <class T>
 array<T> gather_strided(T const* base, zenith::shape const& s,
                         std::array<std::int64_t, max_rank> const& st) {
   auto out = array<T>::empty(s);
-  std::size_t n = s.numel(), r = s.size();
-  std::array<std::size_t, max_rank> idx{};
-  for (std::size_t i = 0; i < n; ++i) {
-    std::int64_t off = 0;
-    for (std::size_t k = 0; k < r; ++k) off += std::int64_t(idx[k]) * st[k];
-    out.data()[i] = base[off];
-    for (std::size_t k = r; k-- > 0;) {
-      if (++idx[k] < s[k]) break;
-      idx[k] = 0;
-    }
-  }
+  gather_step<T> step{base, s, st, out.data()};
+  run_step(step);
   return out;
 }
 
@@ -286,10 +302,14 @@ struct evaluator_for<E> {
   using type = leaf_eval<value_t<E>>;
   static type build(E const& e) {
     void const* src = nullptr;
-    if constexpr (requires { e.storage(); })
+    if constexpr (requires { e.storage(); }) {
       src = e.storage().get();
-    else
+    } else {
+      // A leaf without a buffer (a fixed-size tensor) lives in the expression, which a
+      // recording outlives: the recording reads a copy of it instead (core/recording.hpp).
+      if (detail::active_recording()) return type::owning(copy_from(e.data(), e.shape()));
       src = e.data();
+    }
     return type(e.data(), e.shape(), src);
   }
 };

@@ -50,6 +50,8 @@ class fused_group {
     virtual void run(std::int64_t lo, std::int64_t hi) = 0;
     // After every block has run.
     virtual void finish() {}
+    // Its pointers, for a recording (core/recording.hpp).
+    virtual void pointers(pointer_list& l) = 0;
   };
 
   // Owns a loop: destroys it, and gives its room back to the group's arena or to the heap.
@@ -76,7 +78,8 @@ class fused_group {
   template <class L, class... Args>
   owned<L> make(Args&&... args) {
     std::size_t at = (used_ + alignof(L) - 1) / alignof(L) * alignof(L);
-    if (alignof(L) > arena_align || at + sizeof(L) > arena_bytes)
+    // A recording keeps the loops after the group is gone: on the heap then.
+    if (alignof(L) > arena_align || at + sizeof(L) > arena_bytes || active_recording())
       return owned<L>(new L(std::forward<Args>(args)...), loop_deleter{});
     L* l = std::construct_at(reinterpret_cast<L*>(arena_ + at), std::forward<Args>(args)...);
     used_ = at + sizeof(L);
@@ -99,48 +102,62 @@ class fused_group {
 
   // Runs every loop, piece by piece, and empties the group.
   void run() {
-    loop_list loops = std::move(loops_);
+    group_pass pass{std::move(loops_), total_};
     loops_.clear();
-    std::int64_t n = total_;
     total_ = 0;
-    if (loops.empty() || n == 0) return;
-    std::int64_t blocks = (n + group_block - 1) / group_block;
-    std::uint64_t pass = next_group_pass();
-    std::int64_t step = n > whole_blocks_up_to ? group_step : group_block;
-    auto body = [&](std::int64_t b0, std::int64_t b1) {
-      piece_scope scope(pass);
-      std::int64_t lo = b0 * group_block, end = std::min(n, b1 * group_block);
-      if (end - lo <= step) {
-        scope.enter(lo, end);
-        for (auto& l : loops) l->run(lo, end);
-        return;
-      }
-      std::vector<std::unique_ptr<runner>> runners;
-      runners.reserve(loops.size());
-      for (auto& l : loops) runners.push_back(l->start());
-      for (; lo < end; lo += step) {
-        std::int64_t hi = std::min(end, lo + step);
-        scope.enter(lo, hi);
-        for (auto& r : runners) r->run(lo, hi);
-      }
-    };
-    std::size_t threads = thread_pool::instance().size();
-    if (threads <= 1 || std::size_t(n) < parallel_threshold() || blocks == 1) {
-      body(0, blocks);
-    } else {
-      // At least 4 tasks per thread, so that a thread slowed down leaves its share to others.
-      std::int64_t per_task = std::max<std::int64_t>(1, blocks / std::int64_t(4 * threads));
-      std::int64_t tasks = (blocks + per_task - 1) / per_task;
-      thread_pool::instance().parallel_for(std::size_t(tasks), [&](std::size_t t) {
-        std::int64_t b0 = std::int64_t(t) * per_task;
-        body(b0, std::min(blocks, b0 + per_task));
-      });
-    }
-    for (auto& l : loops) l->finish();
+    if (pass.loops.empty() || pass.n == 0) return;
+    run_step(pass);
   }
 
  private:
   using loop_list = small_vector<loop_ptr, 4>;  // a gradient's group: the value, a few gradients
+
+  // The loops of one run: what run() runs, and what a recording keeps of it.
+  struct group_pass {
+    loop_list loops;
+    std::int64_t n = 0;
+
+    void run() {
+      std::int64_t blocks = (n + group_block - 1) / group_block;
+      std::uint64_t pass = next_group_pass();
+      std::int64_t step = n > whole_blocks_up_to ? group_step : group_block;
+      auto body = [&](std::int64_t b0, std::int64_t b1) {
+        piece_scope scope(pass);
+        std::int64_t lo = b0 * group_block, end = std::min(n, b1 * group_block);
+        if (end - lo <= step) {
+          scope.enter(lo, end);
+          for (auto& l : loops) l->run(lo, end);
+          return;
+        }
+        std::vector<std::unique_ptr<runner>> runners;
+        runners.reserve(loops.size());
+        for (auto& l : loops) runners.push_back(l->start());
+        for (; lo < end; lo += step) {
+          std::int64_t hi = std::min(end, lo + step);
+          scope.enter(lo, hi);
+          for (auto& r : runners) r->run(lo, hi);
+        }
+      };
+      std::size_t threads = thread_pool::instance().size();
+      if (threads <= 1 || std::size_t(n) < parallel_threshold() || blocks == 1) {
+        body(0, blocks);
+      } else {
+        // At least 4 tasks per thread, so that a thread slowed down leaves its share to others.
+        std::int64_t per_task = std::max<std::int64_t>(1, blocks / std::int64_t(4 * threads));
+        std::int64_t tasks = (blocks + per_task - 1) / per_task;
+        thread_pool::instance().parallel_for(std::size_t(tasks), [&](std::size_t t) {
+          std::int64_t b0 = std::int64_t(t) * per_task;
+          body(b0, std::min(blocks, b0 + per_task));
+        });
+      }
+      for (auto& l : loops) l->finish();
+    }
+
+    void pointers(pointer_list& l) {
+      for (auto& loop : loops) loop->pointers(l);
+    }
+  };
+
   static constexpr std::size_t arena_bytes = 2048, arena_align = 64;
 
   // The arena is a stack that empties when its last loop goes.
@@ -206,6 +223,10 @@ class store_loop final : public fused_group::loop {
   std::unique_ptr<fused_group::runner> start() override {
     return std::make_unique<piece_runner>(ev_, out_, unit_);
   }
+  void pointers(pointer_list& l) override {
+    l.writes(out_);
+    ev_.for_each_leaf([&](auto& leaf) { l.reads(leaf.base); });
+  }
   void run(std::int64_t lo, std::int64_t hi) override {
     Ev ev = ev_;
     run_piece(ev, out_, unit_, lo, hi);
@@ -270,6 +291,10 @@ class reduce_loop final : public fused_group::loop {
 
   std::unique_ptr<fused_group::runner> start() override {
     return std::make_unique<piece_runner>(*this);
+  }
+  void pointers(pointer_list& l) override {
+    l.writes(out_);
+    ev_.for_each_leaf([&](auto& leaf) { l.reads(leaf.base); });
   }
   void run(std::int64_t lo, std::int64_t hi) override {
     Ev ev = ev_;

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../core/recording.hpp"
 #include "../../core/small_vector.hpp"
 #include "evaluator.hpp"
 #include "thread_pool.hpp"
@@ -225,6 +226,60 @@ inline constexpr std::int64_t elements_per_task = std::int64_t(1) << 16;
 
 }  // namespace detail
 
+namespace detail {
+
+// A fused loop with its space coalesced and its leaves regrouped: what run_fused runs, and what
+// a recording keeps of it (core/recording.hpp).
+template <class T, class Ev>
+struct fused_step {
+  dest_view<T> dst;
+  Ev ev;
+  loop_space ls;
+  bool unit = false, broadcast = false;
+
+  void run() {
+    constexpr bool can_simd = fused_simd_v<T, std::remove_cvref_t<Ev>>;
+    bool simd = can_simd && simd_enabled();
+    auto range = [&](std::int64_t lo, std::int64_t hi) {
+      if constexpr (can_simd) {
+        if (simd) {
+          if (!unit) return run_range<true, row_access::strided>(dst, ev, ls, lo, hi);
+          if (broadcast) return run_range<true, row_access::unit_or_broadcast>(dst, ev, ls, lo, hi);
+          return run_range<true, row_access::unit>(dst, ev, ls, lo, hi);
+        }
+      }
+      run_range<false, row_access::strided>(dst, ev, ls, lo, hi);
+    };
+
+    std::int64_t total = std::int64_t(ls.total);
+    std::size_t threads = thread_pool::instance().size();
+    if (std::size_t(total) < parallel_threshold() || threads <= 1) return range(0, total);
+
+    // Blocks of `grain` elements, grouped into tasks of about elements_per_task elements (at
+    // least 4 tasks per thread); the pool hands tasks to whichever thread is free, so a thread
+    // slowed down by another process leaves its share to the others.
+    std::int64_t row_len = ls.dims[ls.rank - 1];
+    std::int64_t blocks_per_row = (row_len + grain - 1) / grain;
+    std::int64_t blocks = total / row_len * blocks_per_row;
+    std::int64_t per_task = std::max<std::int64_t>(1, elements_per_task / grain);
+    per_task = std::min(per_task, std::max<std::int64_t>(1, blocks / std::int64_t(4 * threads)));
+    std::int64_t tasks = (blocks + per_task - 1) / per_task;
+    if (tasks == 1) return range(0, total);
+    thread_pool::instance().parallel_for(std::size_t(tasks), [&](std::size_t t) {
+      std::int64_t u0 = std::int64_t(t) * per_task, u1 = std::min(blocks, u0 + per_task);
+      range(block_start(u0, row_len, blocks_per_row),
+            u1 == blocks ? total : block_start(u1, row_len, blocks_per_row));
+    });
+  }
+
+  void pointers(pointer_list& l) {
+    l.writes(dst.base);
+    ev.for_each_leaf([&](auto& leaf) { l.reads(leaf.base); });
+  }
+};
+
+}  // namespace detail
+
 // Evaluates ev (built for shape s) into dst. Leaves' strides are regrouped in place.
 //
 // Determinism: which path (SIMD batch or scalar tail) computes an element depends only on its
@@ -247,40 +302,13 @@ void run_fused(dest_view<T> dst, Ev& ev, zenith::shape const& s) {
     unit = unit && (inner == 1 || inner == 0);
     broadcast = broadcast || inner == 0;
   });
-
-  constexpr bool can_simd = detail::fused_simd_v<T, Ev>;
-  bool simd = can_simd && simd_enabled();
-  auto run = [&](std::int64_t lo, std::int64_t hi) {
-    using detail::run_range;
-    if constexpr (can_simd) {
-      if (simd) {
-        if (!unit) return run_range<true, row_access::strided>(dst, ev, ls, lo, hi);
-        if (broadcast) return run_range<true, row_access::unit_or_broadcast>(dst, ev, ls, lo, hi);
-        return run_range<true, row_access::unit>(dst, ev, ls, lo, hi);
-      }
-    }
-    run_range<false, row_access::strided>(dst, ev, ls, lo, hi);
-  };
-
-  std::int64_t total = std::int64_t(ls.total);
-  std::size_t threads = thread_pool::instance().size();
-  if (std::size_t(total) < parallel_threshold() || threads <= 1) return run(0, total);
-
-  // Blocks of `grain` elements, grouped into tasks of about elements_per_task elements (at least
-  // 4 tasks per thread); the pool hands tasks to whichever thread is free, so a thread slowed
-  // down by another process leaves its share to the others.
-  std::int64_t row_len = ls.dims[ls.rank - 1];
-  std::int64_t blocks_per_row = (row_len + detail::grain - 1) / detail::grain;
-  std::int64_t blocks = total / row_len * blocks_per_row;
-  std::int64_t per_task = std::max<std::int64_t>(1, detail::elements_per_task / detail::grain);
-  per_task = std::min(per_task, std::max<std::int64_t>(1, blocks / std::int64_t(4 * threads)));
-  std::int64_t tasks = (blocks + per_task - 1) / per_task;
-  if (tasks == 1) return run(0, total);
-  thread_pool::instance().parallel_for(std::size_t(tasks), [&](std::size_t t) {
-    std::int64_t u0 = std::int64_t(t) * per_task, u1 = std::min(blocks, u0 + per_task);
-    run(detail::block_start(u0, row_len, blocks_per_row),
-        u1 == blocks ? total : detail::block_start(u1, row_len, blocks_per_row));
-  });
+  if (detail::active_recording()) {
+    detail::fused_step<T, Ev> step{dst, ev, ls, unit, broadcast};
+    return detail::run_step(step);
+  }
+  // Not recording: the same loop, on ev itself rather than a copy.
+  detail::fused_step<T, Ev&> step{dst, ev, ls, unit, broadcast};
+  step.run();
 }
 
 }  // namespace zenith

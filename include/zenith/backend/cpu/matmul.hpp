@@ -236,51 +236,61 @@ void mm_repeated(mm_matrix<T> const& a, mm_matrix<T> const& b, matmul_dims const
   }
 }
 
+// The products of prepared operands into c: what mm_blas runs, and what a recording keeps of
+// it (core/recording.hpp).
+template <class T>
+struct mm_step {
+  mm_matrix<T> a, b;
+  matmul_dims d;
+  T* c;
+
+  void run() {
+    std::size_t nb = d.batch.numel(), m = d.m, n = d.n, k = d.k;
+    if (a.same_rows || b.same_cols) return mm_repeated(a, b, d, c);
+    // b shared by every batch and a's batches stacked at a's leading dimension: one tall gemm.
+    bool b_shared = true;
+    for (std::size_t i = 0; i < d.batch.size(); ++i) b_shared = b_shared && b.bst[i] == 0;
+    bool stack = nb > 1 && b_shared && !a.trans && nb * m <= std::size_t(INT_MAX);
+    std::int64_t expect = std::int64_t(m) * a.ld;
+    for (std::size_t i = d.batch.size(); stack && i-- > 0;) {
+      if (d.batch[i] == 1) continue;
+      stack = a.bst[i] == expect;
+      expect *= std::int64_t(d.batch[i]);
+    }
+    if (stack) return mm_product(a, a.leaf.base, b, b.leaf.base, c, nb * m, n, k);
+    auto ao = mm_batch_offsets(d.batch, a.bst), bo = mm_batch_offsets(d.batch, b.bst);
+    for (std::size_t i = 0; i < nb; ++i)
+      mm_product(a, a.leaf.base + ao[i], b, b.leaf.base + bo[i], c + i * m * n, m, n, k);
+  }
+
+  void pointers(pointer_list& l) {
+    l.writes(c);
+    l.reads(a.leaf.base);
+    l.reads(b.leaf.base);
+  }
+};
+
 template <class T, class A, class B>
 array<T> mm_blas(A const& lhs, B const& rhs, matmul_dims const& d) {
   auto out = array<T>::empty(d.out);
-  std::size_t nb = d.batch.numel(), m = d.m, n = d.n, k = d.k;
   if (out.size() == 0) return out;
-  if (k == 0) {
-    std::fill_n(out.data(), out.size(), T(0));
+  if (d.k == 0) {
+    fill_values(out.data(), out.size(), T(0));
     return out;
   }
   auto a = mm_prepare<T>(lhs, d, true, true, true);
   auto b = mm_prepare<T>(rhs, d, false, true, true);
-  T* c = out.data();
-  if (a.same_rows) {
-    if (b.same_cols) b = mm_prepare<T>(rhs, d, false, true);
-    mm_repeated(a, b, d, c);
-    return out;
-  }
-  if (b.same_cols) {
-    mm_repeated(a, b, d, c);
-    return out;
-  }
-
-  // b shared by every batch and a's batches stacked at a's leading dimension: one tall gemm.
-  bool b_shared = true;
-  for (std::size_t i = 0; i < d.batch.size(); ++i) b_shared = b_shared && b.bst[i] == 0;
-  bool stack = nb > 1 && b_shared && !a.trans && nb * m <= std::size_t(INT_MAX);
-  std::int64_t expect = std::int64_t(m) * a.ld;
-  for (std::size_t i = d.batch.size(); stack && i-- > 0;) {
-    if (d.batch[i] == 1) continue;
-    stack = a.bst[i] == expect;
-    expect *= std::int64_t(d.batch[i]);
-  }
-  if (stack) {
-    mm_product(a, a.leaf.base, b, b.leaf.base, c, nb * m, n, k);
-    return out;
-  }
-  auto ao = mm_batch_offsets(d.batch, a.bst), bo = mm_batch_offsets(d.batch, b.bst);
-  for (std::size_t i = 0; i < nb; ++i)
-    mm_product(a, a.leaf.base + ao[i], b, b.leaf.base + bo[i], c + i * m * n, m, n, k);
+  if (a.same_rows && b.same_cols) b = mm_prepare<T>(rhs, d, false, true);
+  mm_step<T> step{std::move(a), std::move(b), d, out.data()};
+  run_step(step);
   return out;
 }
 
 // Integers (wrapping, as NumPy) and bools (or of ands): a strided i-k-j loop.
 template <class T, class A, class B>
 array<T> mm_loop(A const& lhs, B const& rhs, matmul_dims const& d) {
+  // Integer products are not recorded as steps: a replay would miss them.
+  note_unreplayable("an integer or bool matmul");
   auto out = array<T>::empty(d.out);
   std::size_t nb = d.batch.numel(), m = d.m, n = d.n, k = d.k;
   if (out.size() == 0) return out;

@@ -762,6 +762,47 @@ inline loop_orders order_axes(zenith::shape const& S, std::uint32_t mask,
   return o;
 }
 
+// A planned reduction: what reduce_into runs, and what a recording keeps of it
+// (core/recording.hpp).
+template <class Op, class T, class A, class Ev>
+struct reduce_step {
+  Ev ev;
+  geometry g;
+  bool unit = true;
+  T* out;
+
+  void run() {
+    using E = std::remove_cvref_t<Ev>;
+    constexpr bool can_simd = !std::is_same_v<A, bool> && simd_type_v<A> &&
+                              std::is_same_v<typename E::compute_type, A> &&
+                              E::template vectorizable<A>();
+    bool simd = can_simd && simd_enabled();
+    auto dispatch = [&](auto run) {
+      if constexpr (can_simd) {
+        if (simd) {
+          if (unit)
+            run.template operator()<true, true>();
+          else
+            run.template operator()<true, false>();
+          return;
+        }
+      }
+      // The scalar path reads through ev.scalar(j), which unit stride does not change: one copy.
+      run.template operator()<false, false>();
+    };
+    if (g.nk2 == 0) {
+      dispatch([&]<bool Simd, bool Unit>() { run_a<Op, Simd, Unit>(ev, g, out); });
+    } else {
+      dispatch([&]<bool Simd, bool Unit>() { run_b<Op, Simd, Unit>(ev, g, out); });
+    }
+  }
+
+  void pointers(pointer_list& l) {
+    l.writes(out);
+    ev.for_each_leaf([&](auto& leaf) { l.reads(leaf.base); });
+  }
+};
+
 // Reduces `child` over the axes in mask into out (its shape: the kept axes, with or without
 // the reduced ones as 1).
 template <class Op, class T, class C>
@@ -778,7 +819,7 @@ void reduce_into(array<T>& out, C const& child, std::uint32_t mask) {
                         " has no identity");
     } else {
       T v = T(Op::finalize(Op::template identity<A>(), 0));
-      std::fill_n(out.data(), out.size(), v);
+      fill_values(out.data(), out.size(), v);
       return;
     }
   }
@@ -802,33 +843,12 @@ void reduce_into(array<T>& out, C const& child, std::uint32_t mask) {
     plan<Ev> q = make_plan(ev, natural_a ? perm_b : perm_a, S, ost);
     if (q.g.dims[q.g.n - 1] > p.g.dims[p.g.n - 1]) p = std::move(q);
   }
-  geometry const& g = p.g;
-  bool unit = p.unit;
-  Ev& pev = p.ev;
-
-  constexpr bool can_simd = !std::is_same_v<A, bool> && simd_type_v<A> &&
-                            std::is_same_v<typename Ev::compute_type, A> &&
-                            Ev::template vectorizable<A>();
-  bool simd = can_simd && simd_enabled();
-  T* o = out.data();
-  auto dispatch = [&](auto run) {
-    if constexpr (can_simd) {
-      if (simd) {
-        if (unit)
-          run.template operator()<true, true>();
-        else
-          run.template operator()<true, false>();
-        return;
-      }
-    }
-    // The scalar path reads through ev.scalar(j), which unit stride does not change: one copy.
-    run.template operator()<false, false>();
-  };
-  if (g.nk2 == 0) {
-    dispatch([&]<bool Simd, bool Unit>() { run_a<Op, Simd, Unit>(pev, g, o); });
-  } else {
-    dispatch([&]<bool Simd, bool Unit>() { run_b<Op, Simd, Unit>(pev, g, o); });
+  if (active_recording()) {
+    reduce_step<Op, T, A, Ev> step{std::move(p.ev), p.g, p.unit, out.data()};
+    return run_step(step);
   }
+  reduce_step<Op, T, A, Ev&> step{p.ev, p.g, p.unit, out.data()};  // not recording: ev itself
+  step.run();
 }
 
 // Whether evaluating E computes a barrier (which a second pass would compute again).
@@ -840,6 +860,33 @@ template <class V, class C>
 struct has_barrier<view_node<V, C>> : has_barrier<C> {};
 template <class C>
 struct has_barrier<reshape_node<C>> : has_barrier<C> {};
+
+// logsumexp's two loops over its (small) output, as steps (core/recording.hpp): the max where
+// finite and 0 elsewhere; then m + log(s), written over m.
+template <class T, class W>
+struct lse_shift_step {
+  T* m;
+  std::size_t n;
+  void run() {
+    for (std::size_t i = 0; i < n; ++i)
+      if (!std::isfinite(W(m[i]))) m[i] = T(W(0));
+  }
+  void pointers(pointer_list& l) { l.writes(m); }
+};
+template <class T, class W>
+struct lse_finish_step {
+  T* m;
+  W const* s;
+  std::size_t n;
+  void run() {
+    using std::log;
+    for (std::size_t i = 0; i < n; ++i) m[i] = T(W(m[i]) + log(s[i]));
+  }
+  void pointers(pointer_list& l) {
+    l.writes(m);
+    l.reads(s);
+  }
+};
 
 // logsumexp = m + log(sum(exp(x - m))), m the max where finite and 0 elsewhere, so that all
 // -inf gives -inf, a +inf gives +inf and a NaN gives NaN.
@@ -856,16 +903,14 @@ array<value_t<C>> eval_logsumexp(reduce_node<ops::reduce_logsumexp, C> const& e)
     if (out_shape.numel() == 0 || e.count() == 0)
       return full<T>(out_shape, T(-std::numeric_limits<W>::infinity()));
     array<T> m = eval_barrier(reduce_node<ops::reduce_max, C>(e.child, e.axes, true));
-    for (std::size_t i = 0; i < m.size(); ++i)
-      if (!std::isfinite(W(m.data()[i]))) m.data()[i] = T(W(0));
+    lse_shift_step<T, W> shift{m.data(), m.size()};
+    run_step(shift);
     auto shifted = exp(convert<W>(e.child) - convert<W>(m));
     array<W> s = eval_barrier(
         reduce_node<ops::reduce_sum, decltype(shifted)>(std::move(shifted), e.axes, true));
     // m + log(s) on the (small) output, written over m.
-    for (std::size_t i = 0; i < m.size(); ++i) {
-      using std::log;
-      m.data()[i] = T(W(m.data()[i]) + log(s.data()[i]));
-    }
+    lse_finish_step<T, W> finish{m.data(), s.data(), m.size()};
+    run_step(finish);
     return array<T>::from_buffer(m.storage(), m.data(), out_shape);
   }
 }

@@ -27,7 +27,7 @@ array<T> softmax_input(E const& e) {
   array<T> r = evaluate_untraced<T>(e);
   auto const& b = r.storage();
   if (b && b->owned() && b.use_count() == 1) return r;
-  return copy_from(r.data(), r.shape());
+  return evaluate_fresh<T>(r);  // a copy by the fused loop, which a recording keeps
 }
 
 // Lane helpers: the same code runs on a scalar C or an xsimd batch of C.
@@ -200,13 +200,27 @@ void softmax_inplace_impl(C* x, zenith::shape const& s, std::size_t axis) {
   });
 }
 
+// softmax in place over one axis: what softmax_inplace runs, and what a recording keeps of it
+// (core/recording.hpp).
+template <bool Log, class C>
+struct softmax_step {
+  C* x;
+  zenith::shape s;
+  std::size_t axis;
+  void run() {
+    if (simd_enabled())
+      softmax_inplace_impl<Log, true>(x, s, axis);
+    else
+      softmax_inplace_impl<Log, false>(x, s, axis);
+  }
+  void pointers(pointer_list& l) { l.writes(x); }
+};
+
 template <bool Log, class C>
 void softmax_inplace(C* x, zenith::shape const& s, std::size_t axis) {
   if (s.numel() == 0) return;
-  if (simd_enabled())
-    softmax_inplace_impl<Log, true>(x, s, axis);
-  else
-    softmax_inplace_impl<Log, false>(x, s, axis);
+  softmax_step<Log, C> step{x, s, axis};
+  run_step(step);
 }
 
 }  // namespace detail
