@@ -172,6 +172,28 @@ void reverse_fixed() {
   for (std::size_t i = 0; i < 3; ++i) CHECK(std::abs(g(i) - gf(i)) < 1e-15 && gg(i) == g(i));
 }
 
+void jit_replay() {
+  // [doc:ad-jit]
+  auto loss = [](zn::array<double> const& w, zn::array<double> const& x,
+                 zn::array<double> const& y) {
+    return zn::mean(zn::square(zn::matmul(x, w) - y));
+  };
+  auto step = zn::jit(zn::value_and_grad(loss));  // w.r.t. w
+  zn::array<double> w = zn::zeros<double>({3});
+  zn::array<double> x({4, 3}, {1, 0, 2, -1, 3, 1, 0.5, 0.5, 0.5, 2, -2, 1});
+  zn::array<double> y({4}, {1, 2, 3, 4});
+  for (int i = 0; i < 100; ++i) {
+    auto [value, gw] = step(w, x, y);  // call 1 records; calls 2.. replay
+    w = w - 0.05 * gw;
+  }
+  // [/doc:ad-jit]
+  auto [v, g] = zn::value_and_grad(loss)(w, x, y);
+  auto [vj, gj] = step(w, x, y);
+  CHECK(v.item() == vj.item() && zn::allclose(g, gj, 0, 0));
+  CHECK(step.recordings() == 1 && step.replayable_recordings() == 1);
+  CHECK(v.item() < zn::eval(loss(zn::zeros<double>({3}), x, y)).item());
+}
+
 int main() {
   grad_basics();
   runtime_loop();
@@ -181,5 +203,6 @@ int main() {
   reverse_fixed();
   stop_gradient();
   errors();
+  jit_replay();
   std::puts("doc.autodiff: ok");
 }

@@ -132,20 +132,153 @@ void send_custom_cotangent(A const& arg, G const& ct, autodiff::cotangents& cts,
   // Anything else is not differentiable: its cotangent is ignored.
 }
 
+// Under a recording (transforms/jit.hpp) the user's fwd and bwd become steps that call them
+// again on a replay: they may run loops of their own, which no recording sees. The arrays they
+// read and write are reached through raw pointers (pointers()), so a replay can move them.
+
+// a's arrays made to read the memory at ps (in order) where they do not already: borrowed views.
+template <class A>
+void point_args_at(A& a, std::vector<void const*> const& ps, std::size_t& k) {
+  if constexpr (tree_node<A>::known)
+    for_each_leaf(a, [&](auto& l) {
+      using L = std::remove_cvref_t<decltype(l)>;
+      using V = value_t<L>;
+      void const* p = ps[k++];
+      if (p == l.data()) return;
+      V* q = static_cast<V*>(const_cast<void*>(p));
+      l = L::from_buffer(buffer::borrow(q, l.size() * sizeof(V)), q, l.shape());
+    });
+}
+
+// fwd(args...) as a step: its output is written into the recording's buffer out, its residuals
+// are kept in `result` for the rule's step.
+template <class T, class Fwd, class R, class... A>
+struct custom_fwd_step {
+  std::shared_ptr<Fwd const> fwd;
+  std::tuple<A...> args;
+  std::vector<void const*> reads;  // the arrays of args, in order
+  T* out;
+  zenith::shape shape;
+  std::shared_ptr<std::optional<R>> result;
+
+  void run() {
+    std::size_t k = 0;
+    std::apply([&](auto&... a) { (point_args_at(a, reads, k), ...); }, args);
+    result->emplace(std::apply(*fwd, std::as_const(args)));
+    auto value = convert<T>(std::get<0>(**result));
+    if (value.shape() != shape)
+      throw shape_error("custom_vjp: fwd returned an output of shape " + value.shape().str() +
+                        " where it had returned " + shape.str());
+    auto ev = make_evaluator(value);
+    run_fused(dest_view<T>{out, row_major_strides(shape)}, ev, shape);
+  }
+  void pointers(pointer_list& l) {
+    l.writes(out);
+    for (auto& p : reads) l.reads(p);
+  }
+};
+
+// Evaluates a cotangent bwd returned into the memory at ps (the argument's arrays, in order).
+template <class A, class G>
+void write_custom_cotangent(A const& arg, G const& ct, std::vector<void*> const& ps,
+                            std::size_t& k) {
+  if constexpr (is_array_v<A>) {
+    using V = value_t<A>;
+    if (ct.shape() != arg.shape())
+      throw shape_error("custom_vjp: bwd returned a cotangent of shape " + ct.shape().str() +
+                        " for an argument of shape " + arg.shape().str());
+    auto x = convert<V>(ct);
+    auto ev = make_evaluator(x);
+    run_fused(dest_view<V>{static_cast<V*>(ps[k++]), row_major_strides(arg.shape())}, ev,
+              arg.shape());
+  } else if constexpr (tree_node<A>::known) {
+    std::vector<void const*> leaves;
+    for_each_leaf(ct, [&](auto const& l) { leaves.push_back(&l); });
+    std::size_t i = 0;
+    for_each_leaf(arg, [&](auto const& a) {
+      using L = std::remove_cvref_t<decltype(a)>;
+      write_custom_cotangent(a, *static_cast<L const*>(leaves.at(i++)), ps, k);
+    });
+  }
+}
+
+// bwd(residuals, ct) as a step: each floating array argument's cotangent is written into a
+// buffer of the recording (grads: the arguments' trees with those buffers as arrays).
+template <class T, class Bwd, class R, class Args>
+struct custom_bwd_step {
+  std::shared_ptr<Bwd const> bwd;
+  std::shared_ptr<std::optional<R>> result;
+  array<T> ct;
+  T const* ct_at;
+  Args grads;
+  std::vector<void*> writes;  // the arrays of grads, in order
+
+  void run() {
+    if (ct_at != ct.data()) {
+      T* q = const_cast<T*>(ct_at);
+      ct = array<T>::from_buffer(buffer::borrow(q, ct.size() * sizeof(T)), q, ct.shape());
+    }
+    auto g = (*bwd)(std::as_const(std::get<1>(**result)), std::as_const(ct));
+    std::size_t k = 0;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (write_custom_cotangent(std::get<K>(grads), std::get<K>(g), writes, k), ...);
+    }
+    (std::make_index_sequence<std::tuple_size_v<Args>>{});
+  }
+  void pointers(pointer_list& l) {
+    l.reads(ct_at);
+    for (auto& p : writes) l.writes(p);
+  }
+};
+
+// Fresh arrays shaped as a's floating arrays (a's tree, those arrays replaced); a itself for
+// anything else (it gets no cotangent).
+template <class A>
+A cotangent_buffers(A const& a, std::vector<void*>& ps) {
+  A out = a;
+  if constexpr (tree_node<A>::known)
+    for_each_leaf(out, [&](auto& l) {
+      using L = std::remove_cvref_t<decltype(l)>;
+      if constexpr (floating_element<value_t<L>>) {
+        l = L::empty(l.shape());
+        ps.push_back(l.data());
+      }
+    });
+  return out;
+}
+
 // The tape entry of one call: pulls the output's cotangent through the user's rule.
-template <class T, class Bwd, class Res, class Args>
+template <class T, class Bwd, class R, class Args>
 struct custom_vjp_entry final : tape_entry {
   std::shared_ptr<Bwd const> bwd;
-  Res residuals;
+  std::shared_ptr<std::optional<R>> result;  // fwd's {output, residuals}
   Args args;  // the arguments (array handles): where the cotangents go
-  custom_vjp_entry(std::shared_ptr<Bwd const> b, Res r, Args a)
-      : bwd(std::move(b)), residuals(std::move(r)), args(std::move(a)) {}
+  custom_vjp_entry(std::shared_ptr<Bwd const> b, std::shared_ptr<std::optional<R>> r, Args a)
+      : bwd(std::move(b)), result(std::move(r)), args(std::move(a)) {}
 
   void pull(autodiff::cotangents& cts) override {
     auto ct = cts.template take<T>(out.get());
     if (!ct) return;
-    auto g = (*bwd)(std::as_const(residuals), std::as_const(*ct));
-    using G = std::remove_cvref_t<decltype(g)>;
+    if (active_recording()) return pull_recorded(cts, std::move(*ct));
+    auto g = (*bwd)(std::as_const(std::get<1>(**result)), std::as_const(*ct));
+    send(cts, g);
+  }
+
+ private:
+  // The rule as a recorded step (custom_bwd_step); its cotangents are the recording's buffers.
+  void pull_recorded(autodiff::cotangents& cts, array<T> ct) {
+    std::vector<void*> writes;
+    Args grads =
+        std::apply([&](auto const&... a) { return Args{cotangent_buffers(a, writes)...}; }, args);
+    T const* at = ct.data();
+    custom_bwd_step<T, Bwd, R, Args> step{bwd, result, std::move(ct), at, grads, std::move(writes)};
+    run_step(step);
+    send(cts, grads);
+  }
+
+  template <class G0>
+  void send(autodiff::cotangents& cts, G0 const& g) {
+    using G = std::remove_cvref_t<G0>;
     constexpr std::size_t n = std::tuple_size_v<Args>;
     if constexpr (requires { std::tuple_size<G>::value; }) {
       static_assert(std::tuple_size_v<G> == n,
@@ -171,8 +304,6 @@ struct custom_vjp_fn {
 
   template <class... Args>
   auto operator()(Args const&... args) const {
-    // The rule may run loops of its own, which a recording cannot see (transforms/jit.hpp).
-    note_unreplayable("a custom_vjp function");
     return call(stored_arg(args)...);
   }
 
@@ -184,7 +315,11 @@ struct custom_vjp_fn {
                   "zenith::custom_vjp: f must return an array expression");
     using T = value_t<Out>;
     trace_state* st = active_trace();
-    if (!st || !any_arg_traced(*st, args...)) return evaluate_as<T>((*f)(args...));
+    if (!st || !any_arg_traced(*st, args...)) {
+      // f may run loops of its own, which a recording cannot see (transforms/jit.hpp).
+      note_unreplayable("a custom_vjp function outside a gradient");
+      return evaluate_as<T>((*f)(args...));
+    }
     if (st->forward)
       throw value_error("custom_vjp under " + st->transform +
                         ": the function has no forward-mode rule (custom_vjp defines its vjp "
@@ -211,9 +346,11 @@ struct custom_vjp_fn {
                        }),
      ...);
     std::vector<std::unique_ptr<tape_entry>> recorded;
-    std::optional<R> r;
+    auto r = std::make_shared<std::optional<R>>();
     array<T> out;
+    recording* rec = active_recording();
     {
+      recording_scope pause(nullptr);  // a recording keeps fwd as one step (custom_fwd_step)
       struct retrace {
         trace_state* st;
         std::vector<buffer const*> const& bs;
@@ -222,8 +359,8 @@ struct custom_vjp_fn {
         }
       } back{st, untraced};
       sub_tape sub(*st);
-      r.emplace((*fwd)(args...));
-      out = evaluate_as<T>(std::get<0>(*r));
+      r->emplace((*fwd)(args...));
+      out = evaluate_as<T>(std::get<0>(**r));
       recorded = sub.release();
     }
     if (!recorded.empty()) {
@@ -234,12 +371,24 @@ struct custom_vjp_fn {
                         "argument");
     }
 
+    if (rec) {  // the output in a buffer of the recording, which fwd's step writes on a replay
+      array<T> kept = array<T>::empty(out.shape());
+      std::vector<void const*> reads;
+      (for_each_arg_leaf(args, [&](auto const& l) { reads.push_back(l.data()); }), ...);
+      custom_fwd_step<T, Fwd, R, A...> step{
+          fwd, std::tuple<A...>(args...), std::move(reads), kept.data(), out.shape(), r};
+      {
+        recording_scope pause(nullptr);  // this time fwd has run already: its output copied
+        auto copy = make_evaluator(out);
+        run_fused(contiguous_dest(kept), copy, out.shape());
+      }
+      rec->steps.push_back(std::make_unique<step_of<decltype(step)>>(std::move(step)));
+      out = kept;
+    }
     // The output under an identity of its own (fwd may return an argument, or share a buffer).
     out = array<T>::from_buffer(buffer::alias(out.storage()), out.data(), out.shape());
-    using Res = std::remove_cvref_t<decltype(std::get<1>(*r))>;
-    using Entry = custom_vjp_entry<T, Bwd, Res, std::tuple<A...>>;
-    auto entry =
-        std::make_unique<Entry>(bwd, std::get<1>(std::move(*r)), std::tuple<A...>(args...));
+    using Entry = custom_vjp_entry<T, Bwd, R, std::tuple<A...>>;
+    auto entry = std::make_unique<Entry>(bwd, std::move(r), std::tuple<A...>(args...));
     entry->out = out.storage();
     st->traced.insert(out.storage().get());
     st->tape.push_back(std::move(entry));

@@ -80,11 +80,23 @@ jit_key make_jit_key(Args const&... args) {
   return k;
 }
 
-inline bool same_key(jit_key const& a, jit_key const& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i]) return false;
-  return true;
+// Whether the arguments' shapes are those of key (without building theirs).
+template <class... Args>
+bool key_matches(jit_key const& key, Args const&... args) {
+  std::size_t i = 0, n = key.size();
+  bool same = true;
+  auto match = [&](auto const& a) {
+    if (!same) return;
+    auto const& s = a.shape();
+    if (i + 1 + s.size() > n || key[i] != s.size()) {
+      same = false;
+      return;
+    }
+    ++i;
+    for (auto d : s) same = same && key[i++] == d;
+  };
+  (for_each_leaf(args, match), ...);
+  return same && i == n;
 }
 
 // A pointer field of a step, bound to an input or output: field = base + offset.
@@ -265,17 +277,16 @@ struct jit_fn {
       ~release() { c.busy.clear(std::memory_order_release); }
     } guard{*cache};
 
-    jit_key key = make_jit_key(args...);
     std::type_info const* type = &typeid(std::tuple<Args...>);
     for (auto& p : cache->plans)
-      if (*p->args == *type && same_key(p->key, key)) {
+      if (*p->args == *type && key_matches(p->key, args...)) {
         if (!p->replayable) return jit_result(f(args...));
         return static_cast<jit_plan<R>*>(p.get())->replay(args...);
       }
 
     auto plan = std::make_unique<jit_plan<R>>();
     plan->args = type;
-    plan->key = key;
+    plan->key = make_jit_key(args...);
     {
       recording_scope scope(&plan->rec);
       plan->result = jit_result(f(args...));
