@@ -174,8 +174,7 @@ void reverse_fixed() {
 
 void jit_replay() {
   // [doc:ad-jit]
-  auto loss = [](zn::array<double> const& w, zn::array<double> const& x,
-                 zn::array<double> const& y) {
+  auto loss = [](auto const& w, auto const& x, auto const& y) {
     return zn::mean(zn::square(zn::matmul(x, w) - y));
   };
   auto step = zn::jit(zn::value_and_grad(loss));  // w.r.t. w
