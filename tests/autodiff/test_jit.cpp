@@ -127,6 +127,21 @@ TEST_CASE("jit: gradients through the tape (a runtime loop)", "[jit]") {
     return std::make_tuple(std::vector<A>{random_array({4, 5}, s), random_array({5, 2}, s + 1)},
                            random_array({3, 4}, s + 2));
   });
+  // The same layers under checkpoint: recomputed in the backward pass, which is recorded too.
+  struct layer {
+    A w;
+    auto operator()(A const& h) const { return zn::tanh(zn::matmul(h, w)); }
+  };
+  auto deep = [](std::vector<A> const& ws, A const& x) {
+    std::vector<layer> layers;
+    for (auto const& w : ws) layers.push_back(layer{w});
+    return zn::sum(zn::square(zn::checkpoint_sequential(layers, 2)(x)));
+  };
+  check_replays(zn::value_and_grad(deep), [](unsigned s) {
+    std::vector<A> ws;
+    for (unsigned k = 0; k < 4; ++k) ws.push_back(random_array({3, 3}, s + k));
+    return std::make_tuple(ws, random_array({2, 3}, s + 9));
+  });
 }
 
 TEST_CASE("jit: a result the caller keeps is not overwritten", "[jit]") {
