@@ -26,8 +26,10 @@
 // usual loop: results read, then dropped); otherwise it writes into fresh ones, so a result
 // the caller keeps is never overwritten. Inside another transform (grad of a jit function) or
 // while another thread runs the same jit function, f is called directly.
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <iterator>
 #include <memory>
 #include <type_traits>
 #include <typeinfo>
@@ -167,12 +169,20 @@ struct jit_plan final : jit_plan_base {
     // returned) but written by no step got its values from code the recording did not see, and
     // a replay would read them stale.
     std::vector<char> written(rec.allocated.size()), read(rec.allocated.size());
+    struct span {
+      char const *lo, *hi;
+      std::size_t k;
+    };
+    std::vector<span> spans;  // the recording's buffers by address (they never overlap: all live)
+    for (std::size_t k = 0; k < rec.allocated.size(); ++k)
+      if (char const* lo = static_cast<char const*>(rec.allocated[k]->data()))
+        spans.push_back({lo, lo + rec.allocated[k]->bytes(), k});
+    std::sort(spans.begin(), spans.end(), [](span const& a, span const& b) { return a.lo < b.lo; });
     auto allocated_at = [&](char const* p) -> std::ptrdiff_t {
-      for (std::size_t k = 0; k < rec.allocated.size(); ++k) {
-        char const* lo = static_cast<char const*>(rec.allocated[k]->data());
-        if (lo && p >= lo && p < lo + rec.allocated[k]->bytes()) return std::ptrdiff_t(k);
-      }
-      return -1;
+      auto it = std::upper_bound(spans.begin(), spans.end(), p,
+                                 [](char const* q, span const& s) { return q < s.lo; });
+      if (it == spans.begin() || !(p < std::prev(it)->hi)) return -1;
+      return std::ptrdiff_t(std::prev(it)->k);
     };
     for (auto const& o : outputs)
       if (auto k = allocated_at(static_cast<char const*>(o.buf->data())); k >= 0) read[k] = 1;
