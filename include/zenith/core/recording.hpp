@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "slot_scope.hpp"
+
 namespace zenith {
 class buffer;  // core/buffer.hpp
 }
@@ -50,6 +52,11 @@ class pointer_list {
   template <class T>
   void writes(T*& p) {
     add(p, true);
+  }
+  // Every leaf of an evaluator (whatever has for_each_leaf) as read.
+  template <class Ev>
+  void reads_leaves(Ev& ev) {
+    ev.for_each_leaf([&](auto& leaf) { reads(leaf.base); });
   }
   std::vector<pointer_field>& fields() { return fields_; }
 
@@ -96,16 +103,7 @@ inline recording*& active_recording() {
 }
 
 // Installs a recording (or, with nullptr, none) for the lifetime of the guard.
-class recording_scope {
- public:
-  explicit recording_scope(recording* r) : saved_(active_recording()) { active_recording() = r; }
-  ~recording_scope() { active_recording() = saved_; }
-  recording_scope(recording_scope const&) = delete;
-  recording_scope& operator=(recording_scope const&) = delete;
-
- private:
-  recording* saved_;
-};
+using recording_scope = slot_scope<recording, active_recording>;
 
 // Runs s now; while recording, as a recorded step (s is moved into it). A step's own work is
 // never recorded again: it is part of the step.

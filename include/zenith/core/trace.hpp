@@ -19,6 +19,7 @@
 
 #include "buffer.hpp"
 #include "error.hpp"
+#include "slot_scope.hpp"
 #include "small_map.hpp"
 
 namespace zenith::autodiff {
@@ -53,16 +54,7 @@ inline trace_state*& active_trace() {
 
 // Installs a trace (or, with nullptr, none) for the lifetime of the guard; the previous one
 // comes back after it, so transforms nest.
-class trace_scope {
- public:
-  explicit trace_scope(trace_state* t) : saved_(active_trace()) { active_trace() = t; }
-  ~trace_scope() { active_trace() = saved_; }
-  trace_scope(trace_scope const&) = delete;
-  trace_scope& operator=(trace_scope const&) = delete;
-
- private:
-  trace_state* saved_;
-};
+using trace_scope = slot_scope<trace_state, active_trace>;
 
 // True if expression e reads a buffer that trace t traces.
 template <class E>

@@ -225,7 +225,7 @@ class store_loop final : public fused_group::loop {
   }
   void pointers(pointer_list& l) override {
     l.writes(out_);
-    ev_.for_each_leaf([&](auto& leaf) { l.reads(leaf.base); });
+    l.reads_leaves(ev_);
   }
   void run(std::int64_t lo, std::int64_t hi) override {
     Ev ev = ev_;
@@ -294,7 +294,7 @@ class reduce_loop final : public fused_group::loop {
   }
   void pointers(pointer_list& l) override {
     l.writes(out_);
-    ev_.for_each_leaf([&](auto& leaf) { l.reads(leaf.base); });
+    l.reads_leaves(ev_);
   }
   void run(std::int64_t lo, std::int64_t hi) override {
     Ev ev = ev_;

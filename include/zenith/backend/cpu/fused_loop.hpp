@@ -274,7 +274,7 @@ struct fused_step {
 
   void pointers(pointer_list& l) {
     l.writes(dst.base);
-    ev.for_each_leaf([&](auto& leaf) { l.reads(leaf.base); });
+    l.reads_leaves(ev);
   }
 };
 

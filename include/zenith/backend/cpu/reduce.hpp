@@ -799,7 +799,7 @@ struct reduce_step {
 
   void pointers(pointer_list& l) {
     l.writes(out);
-    ev.for_each_leaf([&](auto& leaf) { l.reads(leaf.base); });
+    l.reads_leaves(ev);
   }
 };
 
