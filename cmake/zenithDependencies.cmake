@@ -21,3 +21,13 @@ if(NOT TARGET zenith::openblas)
     INTERFACE_INCLUDE_DIRECTORIES "${_zenith_blas_inc}"
     INTERFACE_LINK_LIBRARIES "${_zenith_blas_lib}")
 endif()
+# The CUDA toolkit, for the CUDA backend's NVRTC (optional: ZENITH_CUDA in CMakeLists.txt).
+# zenith::nvrtc is NVRTC alone: CMake's CUDA::nvrtc also links the driver (libcuda), which only a
+# machine with a GPU driver has, so a program linked to it would not even start without one.
+find_package(CUDAToolkit QUIET)
+if(CUDAToolkit_FOUND AND CUDA_nvrtc_LIBRARY AND NOT TARGET zenith::nvrtc)
+  add_library(zenith::nvrtc INTERFACE IMPORTED)
+  set_target_properties(zenith::nvrtc PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${CUDAToolkit_INCLUDE_DIRS}"
+    INTERFACE_LINK_LIBRARIES "${CUDA_nvrtc_LIBRARY}")
+endif()

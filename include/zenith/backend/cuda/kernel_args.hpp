@@ -1,0 +1,158 @@
+#pragma once
+// One launch of a generated elementwise kernel (backend/cuda/kernel_source.hpp): which variant
+// fits the arrays at hand, and the kernel's arguments, packed as cuLaunchKernel takes them
+// (an array of pointers, one per parameter).
+//
+//   auto ev = zn::make_evaluator(expr);
+//   auto launch = zn::cuda::plan_elementwise(out.data(), out.shape(), ev);
+//   auto src = zn::cuda::elementwise_kernel<T, decltype(ev)>(launch.variant);
+//   cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, launch.args.pointers().data(), nullptr);
+//
+// The variant: vectorized when the output and every leaf are read at the flat index (or are one
+// broadcast element) and every such pointer is 16-byte aligned; contiguous when only the
+// alignment fails; strided otherwise. The index is 32-bit unless some offset needs more.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "../../core/shape.hpp"
+#include "kernel_source.hpp"
+
+namespace zenith::cuda {
+
+// Each argument's bytes at an address of its own, 16-byte aligned.
+class kernel_args {
+ public:
+  template <class V>
+  requires std::is_trivially_copyable_v<V>
+  void push(V const& v) { push_bytes(&v, sizeof v); }
+
+  void push_bytes(void const* p, std::size_t n) {
+    auto& a = args_.emplace_back((n + sizeof(chunk) - 1) / sizeof(chunk));
+    std::memcpy(a.data(), p, n);
+  }
+
+  // The address of each argument, in order.
+  std::vector<void*> pointers() {
+    std::vector<void*> p;
+    p.reserve(args_.size());
+    for (auto& a : args_) p.push_back(a.data());
+    return p;
+  }
+  std::size_t size() const { return args_.size(); }
+
+ private:
+  struct alignas(16) chunk {
+    std::byte b[16];
+  };
+  std::vector<std::vector<chunk>> args_;
+};
+
+struct elementwise_launch {
+  kernel_variant variant;
+  kernel_args args;
+  std::int64_t n = 0;  // elements
+};
+
+// The variant for out (contiguous, row-major, of shape s) = ev, an evaluator built for shape s
+// (make_evaluator), so that its leaves' strides are in s's rank.
+template <element T, class Ev>
+kernel_variant choose_variant(T const* out, zenith::shape const& s, Ev& ev) {
+  std::size_t const r = s.size();
+  auto const rm = row_major_strides(s);
+  constexpr std::int64_t max32 = std::numeric_limits<std::int32_t>::max();
+  bool flat = true;  // every leaf read at the flat index, or one broadcast element
+  bool aligned = reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
+  bool wide = std::int64_t(s.numel()) > max32;
+  std::uint32_t broadcast = 0;
+  std::size_t k = 0;
+  ev.for_each_leaf([&](auto const& leaf) {
+    bool unit = true, zero = true;
+    std::int64_t reach = 0;  // the farthest element read from the leaf's base
+    for (std::size_t d = 0; d < r; ++d) {
+      if (s[d] <= 1) continue;
+      unit = unit && leaf.stride[d] == rm[d];
+      zero = zero && leaf.stride[d] == 0;
+      std::int64_t st = leaf.stride[d] < 0 ? -leaf.stride[d] : leaf.stride[d];
+      reach += st * (std::int64_t(s[d]) - 1);
+    }
+    if (zero && k < 32)
+      broadcast |= 1u << k;
+    else if (!unit)
+      flat = false;
+    else if (reinterpret_cast<std::uintptr_t>(leaf.base) % 16 != 0)
+      aligned = false;
+    wide = wide || reach > max32;
+    ++k;
+  });
+  kernel_variant v;
+  v.kind = !flat ? layout::strided : aligned ? layout::vectorized : layout::contiguous;
+  v.index64 = wide;
+  v.broadcast = flat ? broadcast : 0;
+  return v;
+}
+
+// The arguments of variant v's kernel for out (as above) = ev.
+template <element T, class Ev>
+kernel_args launch_args(kernel_variant const& v, T* out, zenith::shape const& s, Ev& ev) {
+  kernel_args a;
+  auto push_index = [&](std::int64_t x) {
+    if (v.index64)
+      a.push(static_cast<long long>(x));
+    else
+      a.push(static_cast<std::int32_t>(x));
+  };
+  push_index(std::int64_t(s.numel()));
+  a.push(out);
+  std::size_t leaves = 0;
+  ev.for_each_leaf([&](auto const& leaf) {
+    a.push(leaf.base);
+    ++leaves;
+  });
+  detail::device_expr<Ev>::for_each_scalar(ev, [&](auto x) { a.push(x); });
+  if (v.kind != layout::strided) return a;
+
+  // zn_geom: dims[max_rank], st[leaves + 1][max_rank] (row 0 the output's), then int rank, all
+  // in the index type.
+  std::size_t const r = s.size();
+  auto const rm = row_major_strides(s);
+  std::vector<std::int64_t> g(max_rank * (leaves + 2), 0);
+  for (std::size_t d = 0; d < r; ++d) {
+    g[d] = std::int64_t(s[d]);
+    g[max_rank + d] = rm[d];
+  }
+  std::size_t row = 2;
+  ev.for_each_leaf([&](auto const& leaf) {
+    for (std::size_t d = 0; d < r; ++d) g[row * max_rank + d] = s[d] <= 1 ? 0 : leaf.stride[d];
+    ++row;
+  });
+  std::size_t const width = v.index64 ? 8 : 4;
+  std::vector<std::byte> bytes((g.size() + 1) * width, std::byte{0});  // + rank, padded
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (v.index64) {
+      long long x = g[i];
+      std::memcpy(bytes.data() + i * width, &x, width);
+    } else {
+      std::int32_t x = std::int32_t(g[i]);
+      std::memcpy(bytes.data() + i * width, &x, width);
+    }
+  }
+  int rank = int(r);
+  std::memcpy(bytes.data() + g.size() * width, &rank, sizeof rank);
+  a.push_bytes(bytes.data(), bytes.size());
+  return a;
+}
+
+template <element T, class Ev>
+elementwise_launch plan_elementwise(T* out, zenith::shape const& s, Ev& ev) {
+  elementwise_launch l;
+  l.variant = choose_variant(out, s, ev);
+  l.args = launch_args(l.variant, out, s, ev);
+  l.n = std::int64_t(s.numel());
+  return l;
+}
+
+}  // namespace zenith::cuda

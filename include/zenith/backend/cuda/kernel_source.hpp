@@ -1,0 +1,318 @@
+#pragma once
+// CUDA C++ source for a fused elementwise loop, printed from the loop's evaluator type: each op
+// contributes its `cuda` snippet (expr/ops.hpp), each leaf a load, each literal a parameter. The
+// CPU evaluator is the input because it has already done the shape work: views and reshapes are
+// in the leaves' strides, barriers are buffers read as leaves (backend/cpu/evaluator.hpp).
+//
+//   auto ev = zn::make_evaluator(a * zn::sin(b) + 1.0f);
+//   auto k = zn::cuda::elementwise_kernel<float, decltype(ev)>({zn::cuda::layout::vectorized});
+//   k.name;   // "zn_ew_" + a hash of the source
+//   k.text;   // extern "C" __global__ void zn_ew_...(n, out, in0, in1, s0)
+//
+// The source depends only on the evaluator's type and the variant, never on shapes or values.
+// Variants:
+//   contiguous  out and every leaf are read at flat index i (or at 0: the leaves in
+//               `broadcast`, a scalar broadcast to the whole array), one element per thread;
+//   vectorized  the same with 16-byte loads and stores: each thread takes V = 16 / (widest
+//               element size) consecutive elements (pointers must be 16-byte aligned);
+//   strided     any strides: each index is split over the shape (a zn_geom parameter);
+// each with a 32-bit or a 64-bit index (index64).
+//
+// Kernel parameters, in order: zn_idx n, the output pointer, one `const T*` per leaf (in
+// for_each_leaf order), one value per literal (in the same depth-first order), and, for the
+// strided layout, zn_geom (dims, and strides in elements: row 0 the output's, row k + 1 leaf
+// k's). 16-bit floats travel as their bits (unsigned short) and compute in float, as on the CPU.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../../core/dtype.hpp"
+#include "../../core/shape.hpp"
+#include "../cpu/evaluator.hpp"
+
+namespace zenith::cuda {
+
+enum class layout { contiguous, vectorized, strided };
+
+struct kernel_variant {
+  layout kind = layout::contiguous;
+  bool index64 = false;
+  std::uint32_t broadcast = 0;  // contiguous / vectorized: bit k when leaf k is one element
+};
+
+struct kernel_source {
+  std::string name;                 // the kernel's extern "C" name: zn_ew_ and a source hash
+  std::string text;                 // the whole source: prelude and kernel
+  std::vector<std::string> params;  // the parameters' device types, in order
+};
+
+// How an element type is stored on the device.
+template <element T>
+constexpr std::string_view device_type() {
+  if constexpr (std::is_same_v<T, bool>)
+    return "bool";
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return "int";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "long long";
+  else if constexpr (storage_float<T>)
+    return "unsigned short";
+  else if constexpr (std::is_same_v<T, float>)
+    return "float";
+  else
+    return "double";
+}
+
+namespace detail {
+
+// FNV-1a: a stable hash of the source, for kernel names and cache keys.
+inline std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+inline std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+inline void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+}
+
+// A leaf's value in an expression's text: a marker that each layout replaces by its own read.
+inline std::string leaf_marker(std::size_t k) { return "\x01" + std::to_string(k) + "\x02"; }
+
+// What the expression's text refers to, in parameter order.
+struct source_builder {
+  struct leaf {
+    std::string_view storage;  // device storage type
+    std::string_view compute;  // the type the expression computes it in
+    bool half = false;         // float16 (else, when storage is unsigned short, bfloat16)
+    bool bits16 = false;       // a 16-bit float: read through zn_f16 / zn_bf16
+    std::size_t size = 0;      // bytes per element
+  };
+  std::vector<leaf> leaves;
+  std::vector<std::string_view> scalars;  // their device types
+};
+
+// For each evaluator kind: text(b), its device expression (registering what it reads in b), and
+// for_each_scalar(ev, f), f on each literal's value in the order text() numbered them (the
+// kernel's arguments, backend/cuda/kernel_args.hpp).
+template <class Ev>
+struct device_expr {
+  static_assert(sizeof(Ev) == 0,
+                "zenith::cuda: this evaluator has no device source (only leaves, literals and "
+                "elementwise ops do so far)");
+};
+
+template <class T>
+struct device_expr<leaf_eval<T>> {
+  static std::string text(source_builder& b) {
+    std::size_t k = b.leaves.size();
+    b.leaves.push_back({device_type<T>(), device_type<compute_t<T>>(), std::is_same_v<T, float16>,
+                        storage_float<T>, sizeof(T)});
+    return leaf_marker(k);
+  }
+  template <class F>
+  static void for_each_scalar(leaf_eval<T> const&, F&&) {}
+};
+
+template <class T>
+struct device_expr<scalar_eval<T>> {
+  static std::string text(source_builder& b) {
+    std::size_t k = b.scalars.size();
+    b.scalars.push_back(device_type<compute_t<T>>());
+    return "s" + std::to_string(k);
+  }
+  template <class F>
+  static void for_each_scalar(scalar_eval<T> const& ev, F&& f) {
+    f(ev.value);
+  }
+};
+
+// A row-constant broadcast is a CPU loop's optimization; on the device it is its child.
+template <class Ev>
+struct device_expr<row_constant_eval<Ev>> {
+  static std::string text(source_builder& b) { return device_expr<Ev>::text(b); }
+  template <class F>
+  static void for_each_scalar(row_constant_eval<Ev> const& ev, F&& f) {
+    device_expr<Ev>::for_each_scalar(ev.child, f);
+  }
+};
+
+template <class Op, class... Es>
+struct device_expr<map_eval<Op, Es...>> {
+  static std::string text(source_builder& b) {
+    std::string out(Op::cuda);
+    std::string args[] = {device_expr<Es>::text(b)...};  // in operand order
+    // Operand texts are complete (no placeholders left in them), so replacing one placeholder
+    // after another never substitutes into an operand already put in.
+    using C = typename map_eval<Op, Es...>::compute_type;
+    replace_all(out, "{T}", device_type<C>());
+    for (std::size_t i = 0; i < sizeof...(Es); ++i)
+      replace_all(out, "{" + std::to_string(i) + "}", args[i]);
+    return out;
+  }
+  template <class F>
+  static void for_each_scalar(map_eval<Op, Es...> const& ev, F&& f) {
+    std::apply([&](auto const&... c) { (device_expr<Es>::for_each_scalar(c, f), ...); },
+               ev.children);
+  }
+};
+
+// Definitions every kernel may use: the index type, 16-bit float conversions (PTX cvt on the
+// device, so no header is needed; zn_host_* where the source is compiled for the host, as the
+// emulation test does), 16-byte packs, the strided layout's geometry.
+inline std::string prelude(kernel_variant const& v, std::size_t leaves) {
+  std::string s;
+  s += v.index64 ? "typedef long long zn_idx;\n" : "typedef int zn_idx;\n";
+  s += "#ifdef __CUDA_ARCH__\n"
+       "__device__ __forceinline__ float zn_bf16(unsigned short h) {\n"
+       "  return __uint_as_float((unsigned int)h << 16);\n}\n"
+       "__device__ __forceinline__ unsigned short zn_to_bf16(float f) {\n"
+       "  unsigned short h; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h;\n}\n"
+       "__device__ __forceinline__ float zn_f16(unsigned short h) {\n"
+       "  float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f;\n}\n"
+       "__device__ __forceinline__ unsigned short zn_to_f16(float f) {\n"
+       "  unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h;\n}\n"
+       "#else\n"
+       "inline float zn_bf16(unsigned short h) { return zn_host_bf16(h); }\n"
+       "inline unsigned short zn_to_bf16(float f) { return zn_host_to_bf16(f); }\n"
+       "inline float zn_f16(unsigned short h) { return zn_host_f16(h); }\n"
+       "inline unsigned short zn_to_f16(float f) { return zn_host_to_f16(f); }\n"
+       "#endif\n";
+  if (v.kind == layout::vectorized)
+    s += "template <class T, int V> struct __align__(sizeof(T) * V) zn_pack { T v[V]; };\n";
+  if (v.kind == layout::strided)
+    s += "struct zn_geom { zn_idx dims[" + std::to_string(max_rank) + "]; zn_idx st[" +
+         std::to_string(leaves + 1) + "][" + std::to_string(max_rank) + "]; int rank; };\n";
+  return s;
+}
+
+// A stored value as the expression computes it, and a computed one as stored.
+inline std::string load_as_compute(source_builder::leaf const& l, std::string const& raw) {
+  if (l.bits16) return (l.half ? "zn_f16(" : "zn_bf16(") + raw + ")";
+  return raw;
+}
+template <class T>
+std::string store_from_compute(std::string const& value) {
+  if constexpr (std::is_same_v<T, float16>)
+    return "zn_to_f16((float)(" + value + "))";
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return "zn_to_bf16((float)(" + value + "))";
+  else
+    return "(" + std::string(device_type<T>()) + ")(" + value + ")";
+}
+
+}  // namespace detail
+
+// The kernel computing out = ev elementwise, for an output of element type T.
+template <element T, class Ev>
+kernel_source elementwise_kernel(kernel_variant const& v) {
+  detail::source_builder b;
+  std::string expr = detail::device_expr<Ev>::text(b);
+  std::size_t nl = b.leaves.size();
+  auto is_broadcast = [&](std::size_t k) {
+    return v.kind != layout::strided && k < 32 && ((v.broadcast >> k) & 1u);
+  };
+
+  kernel_source src;
+  src.params.push_back("zn_idx");
+  src.params.push_back(std::string(device_type<T>()) + "*");
+  for (std::size_t i = 0; i < nl; ++i)
+    src.params.push_back("const " + std::string(b.leaves[i].storage) + "*");
+  for (std::size_t i = 0; i < b.scalars.size(); ++i)
+    src.params.push_back(std::string(b.scalars[i]));
+  if (v.kind == layout::strided) src.params.push_back("zn_geom");
+  std::string params = "zn_idx n, " + std::string(device_type<T>()) + "* __restrict__ out";
+  for (std::size_t i = 0; i < nl; ++i)
+    params +=
+        ", const " + std::string(b.leaves[i].storage) + "* __restrict__ in" + std::to_string(i);
+  for (std::size_t i = 0; i < b.scalars.size(); ++i)
+    params += ", " + std::string(b.scalars[i]) + " s" + std::to_string(i);
+  if (v.kind == layout::strided) params += ", zn_geom g";
+
+  // Broadcast leaves are read once per thread, before the loop.
+  std::string hoisted;
+  for (std::size_t k = 0; k < nl; ++k)
+    if (is_broadcast(k))
+      hoisted += "  const " + std::string(b.leaves[k].compute) + " b" + std::to_string(k) + " = " +
+                 detail::load_as_compute(b.leaves[k], "in" + std::to_string(k) + "[0]") + ";\n";
+  // The expression with each leaf read by `read(k)`.
+  auto bind = [&](auto read) {
+    std::string e = expr;
+    for (std::size_t k = 0; k < nl; ++k)
+      detail::replace_all(e, detail::leaf_marker(k),
+                          is_broadcast(k) ? "b" + std::to_string(k) : read(k));
+    return e;
+  };
+  auto flat_read = [&](std::size_t k) {
+    return "(" + detail::load_as_compute(b.leaves[k], "in" + std::to_string(k) + "[i]") + ")";
+  };
+
+  std::string body = hoisted;
+  body += "  const zn_idx step = (zn_idx)gridDim.x * blockDim.x;\n";
+  body += "  const zn_idx first = (zn_idx)blockIdx.x * blockDim.x + threadIdx.x;\n";
+  std::string const flat_store = "out[i] = " + detail::store_from_compute<T>(bind(flat_read));
+  if (v.kind == layout::contiguous) {
+    body += "  for (zn_idx i = first; i < n; i += step) " + flat_store + ";\n";
+  } else if (v.kind == layout::vectorized) {
+    std::size_t widest = sizeof(T);
+    for (std::size_t k = 0; k < nl; ++k)
+      if (!is_broadcast(k)) widest = std::max(widest, b.leaves[k].size);
+    std::string V = std::to_string(16 / widest);
+    body += "  const zn_idx packs = n / " + V + ";\n";
+    body += "  for (zn_idx p = first; p < packs; p += step) {\n";
+    body += "    const zn_idx i = p * " + V + ";\n";
+    for (std::size_t k = 0; k < nl; ++k)
+      if (!is_broadcast(k)) {
+        std::string ks = std::to_string(k), st(b.leaves[k].storage);
+        body += "    const zn_pack<" + st + ", " + V + "> v" + ks +
+                " = *reinterpret_cast<const zn_pack<" + st + ", " + V + ">*>(in" + ks + " + i);\n";
+      }
+    std::string ot(device_type<T>());
+    body += "    zn_pack<" + ot + ", " + V + "> o;\n";
+    body += "#pragma unroll\n    for (int l = 0; l < " + V +
+            "; ++l) o.v[l] = " + detail::store_from_compute<T>(bind([&](std::size_t k) {
+              return "(" + detail::load_as_compute(b.leaves[k], "v" + std::to_string(k) + ".v[l]") +
+                     ")";
+            })) +
+            ";\n";
+    body += "    *reinterpret_cast<zn_pack<" + ot + ", " + V + ">*>(out + i) = o;\n  }\n";
+    body += "  for (zn_idx i = packs * " + V + " + first; i < n; i += step) " + flat_store + ";\n";
+  } else {
+    body += "  for (zn_idx i = first; i < n; i += step) {\n";
+    body += "    zn_idx r = i, o_out = 0";
+    for (std::size_t k = 0; k < nl; ++k) body += ", o" + std::to_string(k) + " = 0";
+    body += ";\n    for (int d = g.rank - 1; d >= 0; --d) {\n";
+    body += "      const zn_idx c = r % g.dims[d];\n      r /= g.dims[d];\n";
+    body += "      o_out += c * g.st[0][d];\n";
+    for (std::size_t k = 0; k < nl; ++k)
+      body += "      o" + std::to_string(k) + " += c * g.st[" + std::to_string(k + 1) + "][d];\n";
+    body += "    }\n";
+    body += "    out[o_out] = " + detail::store_from_compute<T>(bind([&](std::size_t k) {
+              std::string ks = std::to_string(k);
+              return "(" + detail::load_as_compute(b.leaves[k], "in" + ks + "[o" + ks + "]") + ")";
+            })) +
+            ";\n  }\n";
+  }
+
+  std::string text = detail::prelude(v, nl) + "extern \"C\" __global__ void ZN_KERNEL(" + params +
+                     ") {\n" + body + "}\n";
+  src.name = "zn_ew_" + detail::hex64(detail::fnv1a(text));
+  detail::replace_all(text, "ZN_KERNEL", src.name);
+  src.text = std::move(text);
+  return src;
+}
+
+}  // namespace zenith::cuda

@@ -1,0 +1,50 @@
+#pragma once
+// Host definitions under which zenith's generated CUDA kernel source compiles as plain C++
+// (test_host_emulation.cpp): the CUDA keywords as nothing, blockIdx / threadIdx / blockDim /
+// gridDim as per-thread variables that zn_emulate loops over, and the device math functions
+// the op snippets call, for float and double, from the host's libm.
+#include <math.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <zenith/core/dtype.hpp>  // the 16-bit floats' rounding, as the CPU backend does it
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __align__(n) alignas(n)
+
+struct zn_dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+inline thread_local zn_dim3 blockIdx, threadIdx, blockDim, gridDim;
+
+inline float rsqrt(float x) { return 1.0f / std::sqrt(x); }
+inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+// CUDA's min and max on floating point are fminf / fmin: a NaN operand gives the other one.
+inline float min(float a, float b) { return std::fmin(a, b); }
+inline double min(double a, double b) { return std::fmin(a, b); }
+inline float max(float a, float b) { return std::fmax(a, b); }
+inline double max(double a, double b) { return std::fmax(a, b); }
+inline int min(int a, int b) { return std::min(a, b); }
+inline int max(int a, int b) { return std::max(a, b); }
+inline long long min(long long a, long long b) { return std::min(a, b); }
+inline long long max(long long a, long long b) { return std::max(a, b); }
+
+inline float zn_host_bf16(unsigned short h) { return float(zenith::bfloat16::from_bits(h)); }
+inline unsigned short zn_host_to_bf16(float f) { return zenith::bfloat16(f).bits; }
+inline float zn_host_f16(unsigned short h) { return float(zenith::float16::from_bits(h)); }
+inline unsigned short zn_host_to_f16(float f) { return zenith::float16(f).bits; }
+
+// Runs fn(args) once per thread of a grid x block launch, one thread after another.
+extern "C" void zn_emulate(void (*fn)(void**), void** args, unsigned grid, unsigned block) {
+  gridDim.x = grid;
+  blockDim.x = block;
+  for (unsigned b = 0; b < grid; ++b)
+    for (unsigned t = 0; t < block; ++t) {
+      blockIdx.x = b;
+      threadIdx.x = t;
+      fn(args);
+    }
+}

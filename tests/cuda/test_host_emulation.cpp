@@ -1,0 +1,254 @@
+// The generated kernels' indexing and broadcasting, checked without a GPU: the same CUDA source
+// that NVRTC compiles is compiled for the host with a small grid shim (host_grid_shim.hpp: the
+// launch becomes loops over blocks and threads), then run on random inputs with the arguments
+// the CUDA backend would pass (backend/cuda/kernel_args.hpp), and compared with the CPU backend.
+// Each expression runs in the variant plan_elementwise picks and in the strided one, on a grid
+// smaller than the array, so the grid-stride loops wrap.
+#include <dlfcn.h>
+
+#include <catch2/catch.hpp>
+#include <zenith/backend/cuda/kernel_args.hpp>
+#include <zenith/backend/cuda/kernel_source.hpp>
+#include <zenith/zenith.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace zn = zenith;
+namespace cu = zenith::cuda;
+
+namespace {
+
+// One expression's check: its kernels (by variant), the arguments, and the comparison, all set
+// up before the host library is built, then run once it is loaded.
+struct emulated_case {
+  std::string what;
+  std::vector<cu::kernel_source> kernels;
+  std::function<void(std::function<void(cu::kernel_source const&, cu::kernel_args&)>)> run;
+};
+
+// The kernel library: every case's kernels with a trampoline each (the void** arguments unpacked
+// into the kernel's parameters, as cuLaunchKernel does), compiled by the host compiler.
+class host_library {
+ public:
+  explicit host_library(std::vector<emulated_case> const& cases) {
+    dir_ =
+        std::filesystem::temp_directory_path() / ("zenith_emulation_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::string src = "#include \"host_grid_shim.hpp\"\n";
+    std::size_t i = 0;
+    std::map<std::string, bool> seen;
+    for (auto const& c : cases)
+      for (auto const& k : c.kernels) {
+        if (seen[k.name]) continue;
+        seen[k.name] = true;
+        src += "namespace zn_k" + std::to_string(i++) + " {\n" + k.text;
+        src += "extern \"C\" void call_" + k.name + "(void** a) {\n  " + k.name + "(";
+        for (std::size_t p = 0; p < k.params.size(); ++p)
+          src += (p ? ", *(" : "*(") + k.params[p] + "*)a[" + std::to_string(p) + "]";
+        src += ");\n}\n}\n";
+      }
+    std::ofstream(dir_ / "kernels.cpp") << src;
+    std::string cmd = std::string(ZENITH_TEST_CXX) + " -std=c++20 -O1 -shared -fPIC -w -I" +
+                      ZENITH_TEST_INCLUDE + " -I" + ZENITH_TEST_SHIM_DIR + " " +
+                      (dir_ / "kernels.cpp").string() + " -o " + (dir_ / "kernels.so").string() +
+                      " 2> " + (dir_ / "log.txt").string();
+    if (std::system(cmd.c_str()) != 0) {
+      std::ifstream log(dir_ / "log.txt");
+      error_ = "host compile failed: " + cmd + "\n" +
+               std::string(std::istreambuf_iterator<char>(log), {});
+      return;
+    }
+    handle_ = dlopen((dir_ / "kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle_) error_ = dlerror();
+  }
+  ~host_library() {
+    if (handle_) dlclose(handle_);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string const& error() const { return error_; }
+
+  // Runs kernel k with the launch's arguments on a grid of grid x block threads.
+  void launch(cu::kernel_source const& k, cu::kernel_args& a, unsigned grid, unsigned block) {
+    using call_t = void (*)(void**);
+    using emulate_t = void (*)(call_t, void**, unsigned, unsigned);
+    auto fn = reinterpret_cast<call_t>(dlsym(handle_, ("call_" + k.name).c_str()));
+    auto emulate = reinterpret_cast<emulate_t>(dlsym(handle_, "zn_emulate"));
+    REQUIRE(fn);
+    REQUIRE(emulate);
+    auto args = a.pointers();
+    emulate(fn, args.data(), grid, block);
+  }
+
+ private:
+  std::filesystem::path dir_;
+  void* handle_ = nullptr;
+  std::string error_;
+};
+
+std::mt19937_64 rng(20261124);
+
+template <class T>
+zn::array<T> random_array(zn::shape const& s, double lo, double hi) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> v(s.numel());
+  for (auto& x : v) x = u(rng);
+  return zn::eval(zn::cast<T>(zn::array<double>(s, v)));
+}
+
+// Relative agreement: the CPU's SIMD transcendentals and the host libm differ by a few ulps.
+template <class T>
+double tolerance() {
+  if constexpr (std::is_same_v<T, double>) return 1e-13;
+  if constexpr (std::is_same_v<T, float>) return 4e-6;
+  if constexpr (zn::storage_float<T>) return 1.6e-2;  // one ulp of an 8-bit mantissa
+  return 0;
+}
+
+// A case for out = e: the variant the planner picks and the strided one, each compared with the
+// CPU backend's zn::eval(e).
+template <class E>
+emulated_case make_case(std::string what, E e) {
+  using T = zn::value_t<E>;
+  using Ev = decltype(zn::make_evaluator(e));
+  emulated_case c;
+  c.what = what;
+  zn::array<T> probe = zn::array<T>::empty(e.shape());
+  auto ev = zn::make_evaluator(e);
+  cu::kernel_variant picked = cu::choose_variant(probe.data(), probe.shape(), ev);
+  cu::kernel_variant strided{cu::layout::strided, picked.index64, 0};
+  c.kernels = {cu::elementwise_kernel<T, Ev>(picked), cu::elementwise_kernel<T, Ev>(strided)};
+  c.run = [e, what, picked, strided](auto launch) {
+    zn::array<T> want = zn::eval(e);
+    for (bool force_strided : {false, true}) {
+      zn::array<T> got = zn::zeros<T>(e.shape());
+      auto ev = zn::make_evaluator(e);
+      cu::kernel_variant v = force_strided ? strided : picked;
+      CHECK(cu::choose_variant(got.data(), got.shape(), ev).kind == picked.kind);
+      cu::kernel_args args = cu::launch_args(v, got.data(), got.shape(), ev);
+      INFO(what << (force_strided
+                        ? ", strided"
+                        : ", as planned (layout " + std::to_string(int(picked.kind)) + ")"));
+      launch(cu::elementwise_kernel<T, Ev>(v), args);
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        double a = double(got.data()[i]), b = double(want.data()[i]);
+        INFO("element " << i << ": emulated " << a << ", CPU " << b);
+        REQUIRE(std::abs(a - b) <= tolerance<T>() * (1 + std::abs(b)));
+      }
+    }
+  };
+  return c;
+}
+
+}  // namespace
+
+namespace {
+
+template <class Op>
+constexpr std::size_t arity() {
+  if constexpr (requires(float x) { Op::apply(x); })
+    return 1;
+  else if constexpr (requires(float x) { Op::apply(x, x); })
+    return 2;
+  else
+    return 3;
+}
+
+// Op on random arrays of T, in the op's domain (every op takes [0.25, 2]).
+template <class Op, class T>
+void add_op(std::vector<emulated_case>& cases) {
+  zn::shape s{7, 13};
+  auto x = [&] {
+    if constexpr (std::is_same_v<T, std::int32_t>)
+      return random_array<T>(s, 1, 9);
+    else
+      return random_array<T>(s, 0.25, 2);
+  };
+  std::string what = std::string(Op::name) + " on " + std::string(cu::device_type<T>());
+  if constexpr (std::is_same_v<Op, zn::ops::where>)
+    cases.push_back(make_case(what, zn::map_node<Op, zn::array<bool>, zn::array<T>, zn::array<T>>(
+                                        zn::eval(x() > x()), x(), x())));
+  else if constexpr (arity<Op>() == 1)
+    cases.push_back(make_case(what, zn::map_node<Op, zn::array<T>>(x())));
+  else if constexpr (arity<Op>() == 2)
+    cases.push_back(make_case(what, zn::map_node<Op, zn::array<T>, zn::array<T>>(x(), x())));
+  else
+    cases.push_back(make_case(
+        what, zn::map_node<Op, zn::array<T>, zn::array<T>, zn::array<T>>(x(), x() * 0.5, x() + 1)));
+}
+
+template <class... Ops>
+void add_catalogue(std::vector<emulated_case>& cases, zn::type_list<Ops...>) {
+  (add_op<Ops, float>(cases), ...);
+  (add_op<Ops, double>(cases), ...);
+  (
+      [&] {
+        if constexpr (!zn::is_floating_only<Ops>()) add_op<Ops, std::int32_t>(cases);
+      }(),
+      ...);
+}
+
+}  // namespace
+
+TEST_CASE("generated kernels compiled for the host compute what the CPU backend computes",
+          "[cuda][nvrtc]") {
+  std::vector<emulated_case> cases;
+  auto a = random_array<float>({37, 29}, -2, 2), c = random_array<float>({37, 29}, -2, 2);
+  auto b = random_array<float>({29}, -2, 2);
+  cases.push_back(make_case("a * sin(b) + exp(-c * c), b broadcast along rows",
+                            a * zn::sin(b) + zn::exp(-c * c)));
+  cases.push_back(
+      make_case("a * sin(c) + exp(-c * c), contiguous", a * zn::sin(c) + zn::exp(-c * c)));
+  auto x = random_array<double>({3, 1}, -1, 1), y = random_array<double>({1, 4}, -1, 1);
+  cases.push_back(make_case("x (3, 1) + y (1, 4)", x + y * 2.0));
+  auto m = random_array<double>({6, 5}, -1, 1), mt = random_array<double>({5, 6}, -1, 1);
+  cases.push_back(make_case("a transposed view", zn::transpose(m) * 3.0 - mt));
+  auto v = random_array<float>({1001}, -1, 1);
+  auto one = random_array<float>({1}, 1, 2);
+  cases.push_back(make_case("a one-element array broadcast to 1001", v / one + 0.5f));
+  cases.push_back(make_case("a slice starting one element in (unaligned)",
+                            zn::slice(v, {zn::range{1, 1001}}) * 2.0f));
+  auto i = random_array<std::int32_t>({4, 9}, 0, 9);
+  auto l = random_array<std::int64_t>({9}, -5, 5);
+  auto d = random_array<double>({4, 9}, -1, 1);
+  cases.push_back(make_case("where over int32 and int64, to double",
+                            zn::where(i > 4, zn::cast<double>(l), d * 2.0)));
+  auto h = random_array<zn::bfloat16>({8, 33}, -2, 2);
+  auto f = random_array<zn::float16>({8, 1}, -2, 2);
+  cases.push_back(
+      make_case("bfloat16 and float16 to float", zn::cast<float>(h) * zn::cast<float>(f) + 1.0f));
+  cases.push_back(
+      make_case("float to bfloat16", zn::cast<zn::bfloat16>(zn::exp(zn::cast<float>(h)))));
+  cases.push_back(make_case("float to float16", zn::cast<zn::float16>(zn::cast<float>(h) * 0.5f)));
+  cases.push_back(make_case("a comparison, to bool", a > c));
+  add_catalogue(cases, zn::elementwise_ops{});
+
+  // Every layout is exercised.
+  std::map<cu::layout, int> layouts;
+  for (auto const& cs : cases) {
+    CHECK(cs.kernels.size() == 2);
+    auto const& first = cs.kernels.front().text;
+    layouts[first.find("zn_geom g") != std::string::npos ? cu::layout::strided
+            : first.find("zn_pack") != std::string::npos ? cu::layout::vectorized
+                                                         : cu::layout::contiguous]++;
+  }
+  CHECK(layouts[cu::layout::vectorized] > 0);
+  CHECK(layouts[cu::layout::contiguous] > 0);
+  CHECK(layouts[cu::layout::strided] > 0);
+
+  host_library lib(cases);
+  INFO(lib.error());
+  REQUIRE(lib.error().empty());
+  for (auto& cs : cases)
+    cs.run([&](cu::kernel_source const& k, cu::kernel_args& args) { lib.launch(k, args, 3, 32); });
+}

@@ -1,0 +1,33 @@
+// The examples of docs/cuda.md, compiled and run by ctest as doc.cuda (built with ZENITH_CUDA).
+// Each `// [doc:NAME]` ... `// [/doc:NAME]` region appears verbatim in the page (doc.snippets
+// checks that), and every region asserts its results, so the page cannot rot.
+#include <cstdio>
+#include <string>
+#include <zenith/backend/cuda/kernel_source.hpp>
+#include <zenith/backend/cuda/nvrtc.hpp>
+#include <zenith/zenith.hpp>
+
+namespace zn = zenith;
+
+#include "check.hpp"
+
+void kernel_source() {
+  // [doc:cuda-kernel-source]
+  // #include <zenith/backend/cuda/kernel_source.hpp> and <zenith/backend/cuda/nvrtc.hpp>
+  zn::array<float> a = zn::ones<float>({256, 64}), b = zn::ones<float>({64});
+  auto e = a * zn::sin(b) + zn::exp(-a * a);
+  auto ev = zn::make_evaluator(e);
+  auto k = zn::cuda::elementwise_kernel<float, decltype(ev)>({zn::cuda::layout::strided});
+  // k.text: extern "C" __global__ void zn_ew_...(zn_idx n, float* out, const float* in0, ...)
+  auto cubin = zn::cuda::nvrtc_compile(k.text, k.name, 90);  // sm_90; needs no GPU
+  CHECK(!cubin.image.empty());
+  // [/doc:cuda-kernel-source]
+  CHECK(k.text.find("extern \"C\" __global__ void " + k.name +
+                    "(zn_idx n, float* __restrict__ out") != std::string::npos);
+  CHECK(k.text.find("sin(") != std::string::npos && k.text.find("exp(") != std::string::npos);
+}
+
+int main() {
+  kernel_source();
+  std::puts("docs/cuda.md: ok");
+}
