@@ -15,6 +15,7 @@
 #include "backend/cpu/matmul.hpp"
 #include "backend/cpu/reduce.hpp"
 #include "backend/cpu/softmax.hpp"
+#include "backend/cuda/driver.hpp"  // zenith::cuda(i): the driver is opened at run time
 #include "core/array.hpp"
 #include "core/creation.hpp"
 #include "core/dtype.hpp"

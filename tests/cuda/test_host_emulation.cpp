@@ -24,7 +24,7 @@
 #include <vector>
 
 namespace zn = zenith;
-namespace cu = zenith::cuda;
+namespace cu = zenith::cuda_backend;
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 namespace zn = zenith;
-namespace cu = zenith::cuda;
+namespace cu = zenith::cuda_backend;
 
 namespace {
 

@@ -4,8 +4,8 @@
 // (an array of pointers, one per parameter).
 //
 //   auto ev = zn::make_evaluator(expr);
-//   auto launch = zn::cuda::plan_elementwise(out.data(), out.shape(), ev);
-//   auto src = zn::cuda::elementwise_kernel<T, decltype(ev)>(launch.variant);
+//   auto launch = zn::cuda_backend::plan_elementwise(out.data(), out.shape(), ev);
+//   auto src = zn::cuda_backend::elementwise_kernel<T, decltype(ev)>(launch.variant);
 //   cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, launch.args.pointers().data(), nullptr);
 //
 // The variant: vectorized when the output and every leaf are read at the flat index (or are one
@@ -21,7 +21,7 @@
 #include "../../core/shape.hpp"
 #include "kernel_source.hpp"
 
-namespace zenith::cuda {
+namespace zenith::cuda_backend {
 
 // Each argument's bytes at an address of its own, 16-byte aligned.
 class kernel_args {
@@ -155,4 +155,4 @@ elementwise_launch plan_elementwise(T* out, zenith::shape const& s, Ev& ev) {
   return l;
 }
 
-}  // namespace zenith::cuda
+}  // namespace zenith::cuda_backend

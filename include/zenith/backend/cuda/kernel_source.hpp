@@ -5,9 +5,9 @@
 // in the leaves' strides, barriers are buffers read as leaves (backend/cpu/evaluator.hpp).
 //
 //   auto ev = zn::make_evaluator(a * zn::sin(b) + 1.0f);
-//   auto k = zn::cuda::elementwise_kernel<float, decltype(ev)>({zn::cuda::layout::vectorized});
-//   k.name;   // "zn_ew_" + a hash of the source
-//   k.text;   // extern "C" __global__ void zn_ew_...(n, out, in0, in1, s0)
+//   auto k = zn::cuda_backend::elementwise_kernel<float,
+//   decltype(ev)>({zn::cuda_backend::layout::vectorized}); k.name;   // "zn_ew_" + a hash of the
+//   source k.text;   // extern "C" __global__ void zn_ew_...(n, out, in0, in1, s0)
 //
 // The source depends only on the evaluator's type and the variant, never on shapes or values.
 // Variants:
@@ -36,7 +36,7 @@
 #include "../../core/shape.hpp"
 #include "../cpu/evaluator.hpp"
 
-namespace zenith::cuda {
+namespace zenith::cuda_backend {
 
 enum class layout { contiguous, vectorized, strided };
 
@@ -111,7 +111,7 @@ struct source_builder {
 template <class Ev>
 struct device_expr {
   static_assert(sizeof(Ev) == 0,
-                "zenith::cuda: this evaluator has no device source (only leaves, literals and "
+                "zenith CUDA: this evaluator has no device source (only leaves, literals and "
                 "elementwise ops do so far)");
 };
 
@@ -315,4 +315,4 @@ kernel_source elementwise_kernel(kernel_variant const& v) {
   return src;
 }
 
-}  // namespace zenith::cuda
+}  // namespace zenith::cuda_backend

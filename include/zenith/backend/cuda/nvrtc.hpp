@@ -3,11 +3,11 @@
 // and no driver, so every kernel zenith generates is compiled (and tested) on any machine with
 // the CUDA toolkit; nvcc is never needed.
 //
-//   auto k = zn::cuda::nvrtc_compile(source, "fused_3f1a", 90);   // sm_90
+//   auto k = zn::cuda_backend::nvrtc_compile(source, "fused_3f1a", 90);   // sm_90
 //   k.image;   // the cubin, for cuModuleLoadData
 //
-// A compile that fails throws cuda::compile_error with the kernel's name, the architecture and
-// NVRTC's log.
+// A compile that fails throws cuda_backend::compile_error with the kernel's name, the architecture
+// and NVRTC's log.
 #include <nvrtc.h>
 
 #include <cstddef>
@@ -17,7 +17,7 @@
 
 #include "../../core/error.hpp"
 
-namespace zenith::cuda {
+namespace zenith::cuda_backend {
 
 struct compile_error : error {
   using error::error;
@@ -50,7 +50,7 @@ struct nvrtc_program {
 
 inline void check_nvrtc(nvrtcResult r, char const* what, std::string_view name) {
   if (r != NVRTC_SUCCESS)
-    throw compile_error("zenith::cuda: " + std::string(what) + " failed for kernel '" +
+    throw compile_error("zenith CUDA: " + std::string(what) + " failed for kernel '" +
                         std::string(name) + "': " + nvrtcGetErrorString(r));
 }
 }  // namespace detail
@@ -79,7 +79,7 @@ inline compiled_kernel nvrtc_compile(std::string const& source, std::string_view
     out.log.resize(log_size - 1);  // the terminating NUL
   }
   if (r != NVRTC_SUCCESS)
-    throw compile_error("zenith::cuda: kernel '" + std::string(name) + "' does not compile for " +
+    throw compile_error("zenith CUDA: kernel '" + std::string(name) + "' does not compile for " +
                         gpu.substr(gpu.find('=') + 1) + " (" + nvrtcGetErrorString(r) + "):\n" +
                         out.log);
   std::size_t size = 0;
@@ -95,4 +95,4 @@ inline compiled_kernel nvrtc_compile(std::string const& source, std::string_view
   return out;
 }
 
-}  // namespace zenith::cuda
+}  // namespace zenith::cuda_backend

@@ -1,0 +1,104 @@
+#pragma once
+// zenith::cuda(i), and the CUDA driver it needs, loaded at run time.
+//
+//   zn::device dev = zn::cuda(0);   // device_error, one line, where there is no GPU or driver
+//
+// The driver (libcuda.so.1) comes with the GPU's kernel driver, not with the toolkit, so zenith
+// never links it: it is opened with dlopen on first use. A program using zenith then starts
+// on any machine, and asking for a GPU where there is none is an error that says why, not a
+// loader failure. This header needs no CUDA header or library.
+#include <dlfcn.h>
+
+#include <string>
+#include <type_traits>
+
+#include "../../core/device.hpp"
+#include "../../core/error.hpp"
+
+namespace zenith {
+
+namespace cuda_backend {
+
+// The driver entry points zenith uses (CUresult is an int; CUdevice an int).
+struct driver_api {
+  using result = int;
+  result (*init)(unsigned flags) = nullptr;
+  result (*device_count)(int* count) = nullptr;
+  result (*error_name)(result r, char const** name) = nullptr;
+  result (*error_string)(result r, char const** text) = nullptr;
+  std::string missing;  // why the driver is unusable; empty when it is usable
+};
+
+namespace detail {
+
+inline std::string driver_error_text(driver_api const& d, int r) {
+  char const* name = nullptr;
+  char const* text = nullptr;
+  if (d.error_name) d.error_name(r, &name);
+  if (d.error_string) d.error_string(r, &text);
+  return std::string(name ? name : "CUDA error " + std::to_string(r)) +
+         (text ? std::string(": ") + text : std::string());
+}
+
+inline driver_api load_driver() {
+  driver_api d;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    char const* why = dlerror();
+    d.missing = "no CUDA driver on this machine (" + std::string(why ? why : "libcuda.so.1") + ")";
+    return d;
+  }
+  // Kept open for the life of the process, as the driver expects.
+  auto sym = [&](auto& fn, char const* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+    if (!fn && d.missing.empty())
+      d.missing = std::string("the CUDA driver lacks ") + name + " (too old?)";
+  };
+  sym(d.init, "cuInit");
+  sym(d.device_count, "cuDeviceGetCount");
+  sym(d.error_name, "cuGetErrorName");
+  sym(d.error_string, "cuGetErrorString");
+  if (!d.missing.empty()) return d;
+  if (int r = d.init(0); r != 0) {
+    d.missing = "the CUDA driver did not initialize (" + driver_error_text(d, r) + ")";
+    return d;
+  }
+  return d;
+}
+
+}  // namespace detail
+
+// The driver, loaded and initialized once per process.
+inline driver_api const& driver() {
+  static driver_api const d = detail::load_driver();
+  return d;
+}
+
+// The number of CUDA devices, 0 where there is no usable driver.
+inline int device_count() {
+  driver_api const& d = driver();
+  if (!d.missing.empty()) return 0;
+  int n = 0;
+  if (d.device_count(&n) != 0) return 0;
+  return n;
+}
+
+}  // namespace cuda_backend
+
+// CUDA device i. Throws device_error, with a one-line message, when there is no usable driver or
+// no device i.
+inline device cuda(int index = 0) {
+  std::string where = "zenith::cuda(" + std::to_string(index) + "): ";
+  cuda_backend::driver_api const& d = cuda_backend::driver();
+  if (!d.missing.empty()) throw device_error(where + d.missing);
+  int n = 0;
+  if (int r = d.device_count(&n); r != 0)
+    throw device_error(where + "cannot count devices (" +
+                       cuda_backend::detail::driver_error_text(d, r) + ")");
+  if (index < 0 || index >= n)
+    throw device_error(where + (n == 0 ? std::string("no CUDA device on this machine")
+                                       : "there are " + std::to_string(n) + " CUDA devices"));
+  return device{device::kind::cuda, index};
+}
+
+}  // namespace zenith
