@@ -2,11 +2,17 @@
 // Host definitions under which zenith's generated CUDA kernel source compiles as plain C++
 // (test_host_emulation.cpp): the CUDA keywords as nothing, blockIdx / threadIdx / blockDim /
 // gridDim as per-thread variables that zn_emulate loops over, and the device math functions
-// the op snippets call, for float and double, from the host's libm.
+// the op snippets call, for float and double, from the host's libm. Kernels whose threads
+// cooperate (__shared__, __syncthreads: the reductions) run with zn_emulate_blocks, one
+// std::thread per CUDA thread and a std::barrier per block; blocks run one after another, so a
+// function-local static is the block's shared memory.
 #include <math.h>
 
 #include <algorithm>
+#include <barrier>
 #include <cmath>
+#include <thread>
+#include <vector>
 
 #include <zenith/core/dtype.hpp>  // the 16-bit floats' rounding, as the CPU backend does it
 
@@ -14,6 +20,7 @@
 #define __device__
 #define __forceinline__ inline
 #define __align__(n) alignas(n)
+#define __shared__ static
 
 struct zn_dim3 {
   unsigned x = 0, y = 0, z = 0;
@@ -47,4 +54,26 @@ extern "C" void zn_emulate(void (*fn)(void**), void** args, unsigned grid, unsig
       threadIdx.x = t;
       fn(args);
     }
+}
+
+inline std::barrier<>* zn_block_barrier = nullptr;
+inline void __syncthreads() { zn_block_barrier->arrive_and_wait(); }
+
+// Runs a grid x block launch of a kernel whose threads synchronize: each block's threads at
+// once, as threads of their own.
+extern "C" void zn_emulate_blocks(void (*fn)(void**), void** args, unsigned grid, unsigned block) {
+  for (unsigned b = 0; b < grid; ++b) {
+    std::barrier<> bar(block);
+    zn_block_barrier = &bar;
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < block; ++t)
+      threads.emplace_back([=] {
+        gridDim.x = grid;
+        blockDim.x = block;
+        blockIdx.x = b;
+        threadIdx.x = t;
+        fn(args);
+      });
+    for (auto& th : threads) th.join();
+  }
 }

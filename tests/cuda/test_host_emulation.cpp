@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <zenith/backend/cuda/kernel_args.hpp>
 #include <zenith/backend/cuda/kernel_source.hpp>
+#include <zenith/backend/cuda/reduce_kernel.hpp>
 #include <zenith/zenith.hpp>
 
 #include <cmath>
@@ -79,11 +80,14 @@ class host_library {
   std::string const& error() const { return error_; }
 
   // Runs kernel k with the launch's arguments on a grid of grid x block threads.
-  void launch(cu::kernel_source const& k, cu::kernel_args& a, unsigned grid, unsigned block) {
+  // cooperative: the threads of a block run at once (kernels with __syncthreads).
+  void launch(cu::kernel_source const& k, cu::kernel_args& a, unsigned grid, unsigned block,
+              bool cooperative = false) {
     using call_t = void (*)(void**);
     using emulate_t = void (*)(call_t, void**, unsigned, unsigned);
     auto fn = reinterpret_cast<call_t>(dlsym(handle_, ("call_" + k.name).c_str()));
-    auto emulate = reinterpret_cast<emulate_t>(dlsym(handle_, "zn_emulate"));
+    auto emulate = reinterpret_cast<emulate_t>(
+        dlsym(handle_, cooperative ? "zn_emulate_blocks" : "zn_emulate"));
     REQUIRE(fn);
     REQUIRE(emulate);
     auto args = a.pointers();
@@ -251,4 +255,59 @@ TEST_CASE("generated kernels compiled for the host compute what the CPU backend 
   REQUIRE(lib.error().empty());
   for (auto& cs : cases)
     cs.run([&](cu::kernel_source const& k, cu::kernel_args& args) { lib.launch(k, args, 3, 32); });
+}
+
+namespace {
+
+// A reduction node r (zn::sum(e, axes), ...): its kernel in both index widths, against zn::eval(r).
+template <class R>
+emulated_case make_reduction_case(std::string what, R r) {
+  using Op = typename R::op_type;
+  using T = zn::value_t<R>;
+  using Ev = decltype(zn::make_evaluator(r.child));
+  emulated_case c;
+  c.what = what;
+  c.kernels = {cu::reduction_kernel<Op, T, Ev>(false), cu::reduction_kernel<Op, T, Ev>(true)};
+  c.run = [r, what](auto launch) {
+    zn::array<T> want = zn::eval(r);
+    for (bool wide : {false, true}) {
+      INFO(what << (wide ? ", 64-bit index" : ", 32-bit index"));
+      zn::array<T> got = zn::zeros<T>(want.shape());
+      auto ev = zn::make_evaluator(r.child);
+      cu::kernel_args args = cu::reduction_args(wide, got.data(), r.child.shape(), r.axes, ev);
+      launch(cu::reduction_kernel<Op, T, Ev>(wide), args);
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        double a = double(got.data()[i]), b = double(want.data()[i]);
+        INFO("element " << i << ": emulated " << a << ", CPU " << b);
+        REQUIRE(std::abs(a - b) <= 8 * tolerance<T>() * (1 + std::abs(b)));
+      }
+    }
+  };
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("generated reduction kernels compiled for the host reduce as the CPU backend does",
+          "[cuda][nvrtc]") {
+  auto x = random_array<float>({5, 6, 7}, -1, 1), y = random_array<float>({6, 7}, -1, 1);
+  auto xd = random_array<double>({9, 4, 33}, -2, 2);
+  auto i = random_array<std::int32_t>({6, 50}, -9, 9);
+  std::vector<emulated_case> cases;
+  cases.push_back(make_reduction_case("sum(exp(x) * y, axis 1)", zn::sum(zn::exp(x) * y, 1)));
+  cases.push_back(make_reduction_case("mean over axes 0 and 2", zn::mean(x * 2.0f + y, {0, 2})));
+  cases.push_back(make_reduction_case("sum of everything", zn::sum(zn::sin(xd))));
+  cases.push_back(make_reduction_case("prod over axis 2", zn::prod(xd * 0.1 + 1.0, 2)));
+  cases.push_back(make_reduction_case("max over axis 0", zn::max(xd, 0)));
+  cases.push_back(make_reduction_case("min over axis 1, keepdims", zn::min(xd, 1, true)));
+  cases.push_back(make_reduction_case("logsumexp over axis 2", zn::logsumexp(xd, 2)));
+  cases.push_back(make_reduction_case("int32 sum over axis 1", zn::sum(i * 3, 1)));
+  cases.push_back(make_reduction_case("a transposed child", zn::sum(zn::transpose(xd) * 2.0, 0)));
+  host_library lib(cases);
+  INFO(lib.error());
+  REQUIRE(lib.error().empty());
+  for (auto& cs : cases)
+    cs.run([&](cu::kernel_source const& k, cu::kernel_args& args) {
+      lib.launch(k, args, 3, 32, true);
+    });
 }

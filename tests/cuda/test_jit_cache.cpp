@@ -5,7 +5,6 @@
 
 #include <catch2/catch.hpp>
 #include <zenith/backend/cuda/jit_cache.hpp>
-#include <zenith/zenith.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -13,7 +12,6 @@
 #include <thread>
 #include <vector>
 
-namespace zn = zenith;
 namespace cu = zenith::cuda_backend;
 namespace fs = std::filesystem;
 

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <zenith/backend/cuda/kernel_source.hpp>
 #include <zenith/backend/cuda/nvrtc.hpp>
+#include <zenith/backend/cuda/reduce_kernel.hpp>
 #include <zenith/zenith.hpp>
 
 #include <cstddef>
@@ -231,4 +232,52 @@ TEST_CASE("a kernel that does not compile names itself, the architecture and NVR
     CHECK(m.find("undeclared") != std::string::npos);
   }
   CHECK(cu::nvrtc_version() >= 11000);
+}
+
+namespace {
+
+// The kernel of reduction r in both index widths.
+template <class R>
+void generate_reduction(R const& r, std::string const& what, kernel_set& ks) {
+  using Ev = decltype(zn::make_evaluator(r.child));
+  for (bool wide : {false, true}) {
+    cu::kernel_source k = cu::reduction_kernel<typename R::op_type, zn::value_t<R>, Ev>(wide);
+    ks.try_emplace(k.name, what + (wide ? ", 64-bit index" : ", 32-bit index"), k.text);
+  }
+}
+
+template <class T>
+void generate_reductions(kernel_set& ks) {
+  auto x = values<T>({4, 5, 6}, 0.5);
+  auto y = values<T>({5, 6}, 1.5);
+  std::string t(cu::device_type<T>());
+  if constexpr (zn::floating_element<T>) {
+    auto e = zn::exp(x) * y;
+    generate_reduction(zn::sum(e, 1), "sum on " + t, ks);
+    generate_reduction(zn::mean(e, {0, 2}), "mean on " + t, ks);
+    generate_reduction(zn::prod(e), "prod on " + t, ks);
+    generate_reduction(zn::max(e, 2), "max on " + t, ks);
+    generate_reduction(zn::min(e, 0), "min on " + t, ks);
+    generate_reduction(zn::logsumexp(e, 1), "logsumexp on " + t, ks);
+  } else {
+    auto e = x * y + 1;
+    generate_reduction(zn::sum(e, 1), "sum on " + t, ks);
+    generate_reduction(zn::prod(e, 2), "prod on " + t, ks);
+    generate_reduction(zn::max(e, 0), "max on " + t, ks);
+    generate_reduction(zn::min(e), "min on " + t, ks);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every folding reduction with an elementwise prologue compiles for sm_80 and sm_90",
+          "[cuda][nvrtc]") {
+  kernel_set ks;
+  generate_reductions<float>(ks);
+  generate_reductions<double>(ks);
+  generate_reductions<zn::bfloat16>(ks);
+  generate_reductions<std::int32_t>(ks);
+  generate_reductions<std::int64_t>(ks);
+  CHECK(ks.size() == 2 * (6 * 3 + 4 * 2));
+  for (int arch : archs) compile_all(ks, arch);
 }

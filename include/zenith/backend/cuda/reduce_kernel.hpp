@@ -1,0 +1,224 @@
+#pragma once
+// A reduction along axes with a fused elementwise prologue, as a CUDA kernel: the reduced
+// expression is printed into the kernel (backend/cuda/kernel_source.hpp), so
+// sum(exp(x) * y, axis) reads x and y once and writes only the result.
+//
+//   auto ev = zn::make_evaluator(child);   // the reduction's child, over its own shape
+//   auto src = zn::cuda_backend::reduction_kernel<zn::ops::reduce_sum, float, decltype(ev)>(false);
+//   auto args = zn::cuda_backend::reduction_args(src_variant_index64, out, child.shape(), axes,
+//   ev);
+//
+// One block per output element (grid-stride over outputs); the block's threads stride over the
+// reduced elements, each folding its share with the op's `cuda` combine, then the block combines
+// the threads' values in shared memory in a fixed tree. blockDim.x must be a power of two, at
+// most reduction_block. The order of combination depends only on blockDim.x, never on timing:
+// the same launch gives the same bits.
+//
+// Parameters: zn_idx nout, zn_idx count (reduced elements per output), the output, the leaves,
+// the literals, and zn_rgeom: kept dims and reduced dims, then the strides over the kept dims
+// (row 0 the output's, row k + 1 leaf k's) and over the reduced dims (row k leaf k's).
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "../../core/shape.hpp"
+#include "kernel_args.hpp"
+#include "kernel_source.hpp"
+
+namespace zenith::cuda_backend {
+
+inline constexpr int reduction_block = 256;
+
+namespace detail {
+
+template <class A>
+std::string lowest_text() {
+  if constexpr (std::is_floating_point_v<A>)
+    return "(-INFINITY)";
+  else
+    return "(" + std::to_string(std::numeric_limits<A>::min() + 1) + " - 1)";
+}
+template <class A>
+std::string highest_text() {
+  if constexpr (std::is_floating_point_v<A>)
+    return "INFINITY";
+  else
+    return std::to_string(std::numeric_limits<A>::max());
+}
+
+// One of the op's snippets for accumulator type A: {T}, {lowest}, {highest}, {n}, {0}, {1}.
+template <class A>
+std::string reduce_snippet(std::string_view snippet, std::string const& a0,
+                           std::string const& a1 = "", std::string const& n = "") {
+  std::string s(snippet);
+  replace_all(s, "{T}", device_type<A>());
+  replace_all(s, "{lowest}", lowest_text<A>());
+  replace_all(s, "{highest}", highest_text<A>());
+  replace_all(s, "{n}", n);
+  replace_all(s, "{0}", a0);
+  replace_all(s, "{1}", a1);
+  return s;
+}
+
+}  // namespace detail
+
+// Folding reductions (sum, mean, prod, max, min, logsumexp): an argmax's state is a pair and
+// has a kernel of its own (not yet).
+template <class Op>
+concept device_fold = requires {
+  Op::cuda;
+  Op::cuda_identity;
+  Op::cuda_finalize;
+}
+&&!requires { requires Op::indexed; };
+
+// The kernel reducing Ev (the child's evaluator) with Op into an output of element type T.
+template <class Op, element T, class Ev>
+requires device_fold<Op> kernel_source reduction_kernel(bool index64) {
+  using A = typename Ev::compute_type;  // the accumulator: the child's compute type
+  detail::source_builder b;
+  std::string expr = detail::device_expr<Ev>::text(b);
+  std::size_t const nl = b.leaves.size();
+  std::string const acc(device_type<A>());
+
+  kernel_source src;
+  std::string params =
+      "zn_idx nout, zn_idx count, " + std::string(device_type<T>()) + "* __restrict__ out";
+  src.params = {"zn_idx", "zn_idx", std::string(device_type<T>()) + "*"};
+  for (std::size_t i = 0; i < nl; ++i) {
+    std::string st(b.leaves[i].storage);
+    params += ", const " + st + "* __restrict__ in" + std::to_string(i);
+    src.params.push_back("const " + st + "*");
+  }
+  for (std::size_t i = 0; i < b.scalars.size(); ++i) {
+    params += ", " + std::string(b.scalars[i]) + " s" + std::to_string(i);
+    src.params.push_back(std::string(b.scalars[i]));
+  }
+  params += ", zn_rgeom g";
+  src.params.push_back("zn_rgeom");
+
+  for (std::size_t k = 0; k < nl; ++k) {
+    std::string ks = std::to_string(k);
+    detail::replace_all(
+        expr, detail::leaf_marker(k),
+        "(" + detail::load_as_compute(b.leaves[k], "in" + ks + "[o" + ks + "]") + ")");
+  }
+  auto combine = [&](std::string const& x, std::string const& y) {
+    return detail::reduce_snippet<A>(Op::cuda, x, y);
+  };
+  std::string const R = std::to_string(max_rank), L = std::to_string(nl);
+
+  std::string s = detail::prelude({layout::contiguous, index64, 0}, nl);
+  s += "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n";
+  s += "struct zn_rgeom { zn_idx kdims[" + R + "]; zn_idx rdims[" + R + "]; zn_idx kst[" +
+       std::to_string(nl + 1) + "][" + R + "]; zn_idx rst[" + (nl ? L : "1") + "][" + R +
+       "]; int nk; int nr; };\n";
+  s += "extern \"C\" __global__ void ZN_KERNEL(" + params + ") {\n";
+  s += "  __shared__ " + acc + " zn_sh[" + std::to_string(reduction_block) + "];\n";
+  s += "  const int t = threadIdx.x;\n";
+  s += "  for (zn_idx o = blockIdx.x; o < nout; o += gridDim.x) {\n";
+  s += "    zn_idx r = o, b_out = 0";
+  for (std::size_t k = 0; k < nl; ++k) s += ", b" + std::to_string(k) + " = 0";
+  s += ";\n    for (int d = g.nk - 1; d >= 0; --d) {\n";
+  s += "      const zn_idx c = r % g.kdims[d];\n      r /= g.kdims[d];\n";
+  s += "      b_out += c * g.kst[0][d];\n";
+  for (std::size_t k = 0; k < nl; ++k)
+    s += "      b" + std::to_string(k) + " += c * g.kst[" + std::to_string(k + 1) + "][d];\n";
+  s += "    }\n";
+  s += "    " + acc + " acc = " + detail::reduce_snippet<A>(Op::cuda_identity, "") + ";\n";
+  s += "    for (zn_idx j = t; j < count; j += blockDim.x) {\n";
+  s += "      zn_idx q = j";
+  for (std::size_t k = 0; k < nl; ++k) s += ", o" + std::to_string(k) + " = b" + std::to_string(k);
+  s += ";\n      for (int d = g.nr - 1; d >= 0; --d) {\n";
+  s += "        const zn_idx c = q % g.rdims[d];\n        q /= g.rdims[d];\n";
+  for (std::size_t k = 0; k < nl; ++k)
+    s += "        o" + std::to_string(k) + " += c * g.rst[" + std::to_string(k) + "][d];\n";
+  s += "      }\n";
+  s += "      const " + acc + " x = (" + acc + ")(" + expr + ");\n";
+  s += "      const " + acc + " a = acc;\n";
+  s += "      acc = " + combine("a", "x") + ";\n    }\n";
+  s += "    zn_sh[t] = acc;\n    __syncthreads();\n";
+  s += "    for (int h = blockDim.x / 2; h > 0; h >>= 1) {\n";
+  s += "      if (t < h) {\n        const " + acc + " a = zn_sh[t], x = zn_sh[t + h];\n";
+  s += "        zn_sh[t] = " + combine("a", "x") + ";\n      }\n      __syncthreads();\n    }\n";
+  s += "    if (t == 0) {\n      const " + acc + " a = zn_sh[0];\n";
+  s += "      out[b_out] = " +
+       detail::store_from_compute<T>(
+           detail::reduce_snippet<A>(Op::cuda_finalize, "a", "", "count")) +
+       ";\n    }\n    __syncthreads();\n  }\n}\n";
+
+  src.name = "zn_red_" + detail::hex64(detail::fnv1a(s));
+  detail::replace_all(s, "ZN_KERNEL", src.name);
+  src.text = std::move(s);
+  return src;
+}
+
+// The arguments of reduction_kernel's kernel for out (contiguous over the kept axes) = the
+// reduction over the axes in mask (bit d: axis d of s) of ev, built for the child's shape s.
+template <element T, class Ev>
+kernel_args reduction_args(bool index64, T* out, zenith::shape const& s, std::uint32_t mask,
+                           Ev& ev) {
+  std::size_t const r = s.size();
+  std::vector<std::size_t> kept, reduced;
+  for (std::size_t d = 0; d < r; ++d) ((mask >> d) & 1u ? reduced : kept).push_back(d);
+  std::int64_t nout = 1, count = 1;
+  for (auto d : kept) nout *= std::int64_t(s[d]);
+  for (auto d : reduced) count *= std::int64_t(s[d]);
+
+  kernel_args a;
+  auto push_index = [&](std::int64_t x) {
+    if (index64)
+      a.push(static_cast<long long>(x));
+    else
+      a.push(static_cast<std::int32_t>(x));
+  };
+  push_index(nout);
+  push_index(count);
+  a.push(out);
+  std::size_t leaves = 0;
+  ev.for_each_leaf([&](auto const& leaf) {
+    a.push(leaf.base);
+    ++leaves;
+  });
+  detail::device_expr<Ev>::for_each_scalar(ev, [&](auto x) { a.push(x); });
+
+  // zn_rgeom, in the index type: kdims, rdims, kst[leaves + 1], rst[max(leaves, 1)], then nk, nr.
+  std::size_t const rows = 2 + (leaves + 1) + (leaves ? leaves : 1);
+  std::vector<std::int64_t> g(rows * max_rank, 0);
+  auto at = [&](std::size_t row, std::size_t d) -> std::int64_t& { return g[row * max_rank + d]; };
+  std::int64_t out_stride = 1;
+  for (std::size_t i = kept.size(); i-- > 0;) {  // the output: row-major over the kept axes
+    at(0, i) = std::int64_t(s[kept[i]]);
+    at(2, i) = s[kept[i]] <= 1 ? 0 : out_stride;
+    out_stride *= std::int64_t(s[kept[i]]);
+  }
+  for (std::size_t i = 0; i < reduced.size(); ++i) at(1, i) = std::int64_t(s[reduced[i]]);
+  std::size_t k = 0;
+  ev.for_each_leaf([&](auto const& leaf) {
+    for (std::size_t i = 0; i < kept.size(); ++i)
+      at(3 + k, i) = s[kept[i]] <= 1 ? 0 : leaf.stride[kept[i]];
+    for (std::size_t i = 0; i < reduced.size(); ++i)
+      at(3 + leaves + k, i) = s[reduced[i]] <= 1 ? 0 : leaf.stride[reduced[i]];
+    ++k;
+  });
+  std::size_t const width = index64 ? 8 : 4;
+  std::vector<std::byte> bytes(g.size() * width + 2 * sizeof(int) + width, std::byte{0});
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (index64) {
+      long long x = g[i];
+      std::memcpy(bytes.data() + i * width, &x, width);
+    } else {
+      std::int32_t x = std::int32_t(g[i]);
+      std::memcpy(bytes.data() + i * width, &x, width);
+    }
+  }
+  int n[2] = {int(kept.size()), int(reduced.size())};
+  std::memcpy(bytes.data() + g.size() * width, n, sizeof n);
+  a.push_bytes(bytes.data(), bytes.size());
+  return a;
+}
+
+}  // namespace zenith::cuda_backend
