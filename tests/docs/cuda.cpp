@@ -17,10 +17,10 @@ void kernel_source() {
   zn::array<float> a = zn::ones<float>({256, 64}), b = zn::ones<float>({64});
   auto e = a * zn::sin(b) + zn::exp(-a * a);
   auto ev = zn::make_evaluator(e);
-  auto k = zn::cuda_backend::elementwise_kernel<float, decltype(ev)>(
-      {zn::cuda_backend::layout::strided});
+  namespace cb = zn::cuda_backend;
+  auto k = cb::elementwise_kernel<float, decltype(ev)>({cb::layout::strided});
   // k.text: extern "C" __global__ void zn_ew_...(zn_idx n, float* out, const float* in0, ...)
-  auto cubin = zn::cuda_backend::nvrtc_compile(k.text, k.name, 90);  // sm_90; needs no GPU
+  auto cubin = cb::nvrtc_compile(k.text, k.name, 90);  // sm_90; needs no GPU
   CHECK(!cubin.image.empty());
   // [/doc:cuda-kernel-source]
   CHECK(k.text.find("extern \"C\" __global__ void " + k.name +
