@@ -12,6 +12,8 @@
 #include <zenith/backend/cuda/reduce_kernel.hpp>
 #include <zenith/zenith.hpp>
 
+#include "op_arity.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -158,16 +160,6 @@ emulated_case make_case(std::string what, E e) {
 
 namespace {
 
-template <class Op>
-constexpr std::size_t arity() {
-  if constexpr (requires(float x) { Op::apply(x); })
-    return 1;
-  else if constexpr (requires(float x) { Op::apply(x, x); })
-    return 2;
-  else
-    return 3;
-}
-
 // Op on random arrays of T, in the op's domain (every op takes [0.25, 2]).
 template <class Op, class T>
 void add_op(std::vector<emulated_case>& cases) {
@@ -182,9 +174,9 @@ void add_op(std::vector<emulated_case>& cases) {
   if constexpr (std::is_same_v<Op, zn::ops::where>)
     cases.push_back(make_case(what, zn::map_node<Op, zn::array<bool>, zn::array<T>, zn::array<T>>(
                                         zn::eval(x() > x()), x(), x())));
-  else if constexpr (arity<Op>() == 1)
+  else if constexpr (op_arity<Op>() == 1)
     cases.push_back(make_case(what, zn::map_node<Op, zn::array<T>>(x())));
-  else if constexpr (arity<Op>() == 2)
+  else if constexpr (op_arity<Op>() == 2)
     cases.push_back(make_case(what, zn::map_node<Op, zn::array<T>, zn::array<T>>(x(), x())));
   else
     cases.push_back(make_case(

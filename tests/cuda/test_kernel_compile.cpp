@@ -11,6 +11,8 @@
 #include <zenith/backend/cuda/reduce_kernel.hpp>
 #include <zenith/zenith.hpp>
 
+#include "op_arity.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -86,20 +88,10 @@ zn::array<T> values(zn::shape const& s, double lo) {
   return zn::eval(zn::cast<T>(zn::array<double>(s, v)));
 }
 
-template <class Op>
-constexpr std::size_t arity() {
-  if constexpr (requires(float x) { Op::apply(x); })
-    return 1;
-  else if constexpr (requires(float x) { Op::apply(x, x); })
-    return 2;
-  else
-    return 3;
-}
-
 // The operands of Op on T: arrays of shape (2, 3); where's condition is bool.
 template <class Op, class T>
 auto operands() {
-  constexpr std::size_t n = arity<Op>();
+  constexpr std::size_t n = op_arity<Op>();
   zn::shape s{2, 3};
   if constexpr (std::is_same_v<Op, zn::ops::where>)
     return std::make_tuple(zn::eval(values<double>(s, 0) > 0.25), values<T>(s, 0.5),
@@ -137,7 +129,7 @@ void generate_op(kernel_set& ks) {
       };
       (one(std::integral_constant<std::size_t, J>{}), ...);
     }
-    (std::make_index_sequence<arity<Op>()>{});
+    (std::make_index_sequence<op_arity<Op>()>{});
   }
 }
 
@@ -146,7 +138,7 @@ void generate_op_all(kernel_set& ks) {
   generate_op<Op, float>(ks);
   generate_op<Op, double>(ks);
   if constexpr (!zn::is_floating_only<Op>()) generate_op<Op, std::int32_t>(ks);
-  if constexpr (arity<Op>() == 1) {
+  if constexpr (op_arity<Op>() == 1) {
     generate_op<Op, zn::bfloat16>(ks);
     generate_op<Op, zn::float16>(ks);
   }

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -29,6 +30,38 @@ class kernel_args {
   template <class V>
   requires std::is_trivially_copyable_v<V>
   void push(V const& v) { push_bytes(&v, sizeof v); }
+
+  // A count or an offset in the kernel's index type (zn_idx).
+  void push_index(bool index64, std::int64_t x) {
+    if (index64)
+      push(static_cast<long long>(x));
+    else
+      push(static_cast<std::int32_t>(x));
+  }
+
+  // A geometry struct: the values of g in the index type, then the ints of tail (the struct's
+  // layout: an array of zn_idx, then ints; padded to the index type's size).
+  void push_geometry(bool index64, std::vector<std::int64_t> const& g,
+                     std::initializer_list<int> tail) {
+    std::size_t const width = index64 ? 8 : 4;
+    std::vector<std::byte> bytes(g.size() * width + tail.size() * sizeof(int) + width,
+                                 std::byte{0});
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (index64) {
+        long long x = g[i];
+        std::memcpy(bytes.data() + i * width, &x, width);
+      } else {
+        std::int32_t x = std::int32_t(g[i]);
+        std::memcpy(bytes.data() + i * width, &x, width);
+      }
+    }
+    std::size_t at = g.size() * width;
+    for (int x : tail) {
+      std::memcpy(bytes.data() + at, &x, sizeof x);
+      at += sizeof x;
+    }
+    push_bytes(bytes.data(), bytes.size());
+  }
 
   void push_bytes(void const* p, std::size_t n) {
     auto& a = args_.emplace_back((n + sizeof(chunk) - 1) / sizeof(chunk));
@@ -95,28 +128,30 @@ kernel_variant choose_variant(T const* out, zenith::shape const& s, Ev& ev) {
   return v;
 }
 
-// The arguments of variant v's kernel for out (as above) = ev.
-template <element T, class Ev>
-kernel_args launch_args(kernel_variant const& v, T* out, zenith::shape const& s, Ev& ev) {
-  kernel_args a;
-  auto push_index = [&](std::int64_t x) {
-    if (v.index64)
-      a.push(static_cast<long long>(x));
-    else
-      a.push(static_cast<std::int32_t>(x));
-  };
-  push_index(std::int64_t(s.numel()));
-  a.push(out);
+// The operands every generated kernel takes after its counts and output: each leaf's base
+// pointer, then each literal's value (kernel_source.hpp's parameter order). Returns the number
+// of leaves.
+template <class Ev>
+std::size_t push_operands(kernel_args& a, Ev& ev) {
   std::size_t leaves = 0;
   ev.for_each_leaf([&](auto const& leaf) {
     a.push(leaf.base);
     ++leaves;
   });
   detail::device_expr<Ev>::for_each_scalar(ev, [&](auto x) { a.push(x); });
+  return leaves;
+}
+
+// The arguments of variant v's kernel for out (as above) = ev.
+template <element T, class Ev>
+kernel_args launch_args(kernel_variant const& v, T* out, zenith::shape const& s, Ev& ev) {
+  kernel_args a;
+  a.push_index(v.index64, std::int64_t(s.numel()));
+  a.push(out);
+  std::size_t const leaves = push_operands(a, ev);
   if (v.kind != layout::strided) return a;
 
-  // zn_geom: dims[max_rank], st[leaves + 1][max_rank] (row 0 the output's), then int rank, all
-  // in the index type.
+  // zn_geom: dims[max_rank], st[leaves + 1][max_rank] (row 0 the output's), then int rank.
   std::size_t const r = s.size();
   auto const rm = row_major_strides(s);
   std::vector<std::int64_t> g(max_rank * (leaves + 2), 0);
@@ -129,20 +164,7 @@ kernel_args launch_args(kernel_variant const& v, T* out, zenith::shape const& s,
     for (std::size_t d = 0; d < r; ++d) g[row * max_rank + d] = s[d] <= 1 ? 0 : leaf.stride[d];
     ++row;
   });
-  std::size_t const width = v.index64 ? 8 : 4;
-  std::vector<std::byte> bytes((g.size() + 1) * width, std::byte{0});  // + rank, padded
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    if (v.index64) {
-      long long x = g[i];
-      std::memcpy(bytes.data() + i * width, &x, width);
-    } else {
-      std::int32_t x = std::int32_t(g[i]);
-      std::memcpy(bytes.data() + i * width, &x, width);
-    }
-  }
-  int rank = int(r);
-  std::memcpy(bytes.data() + g.size() * width, &rank, sizeof rank);
-  a.push_bytes(bytes.data(), bytes.size());
+  a.push_geometry(v.index64, g, {int(r)});
   return a;
 }
 

@@ -199,6 +199,20 @@ inline std::string prelude(kernel_variant const& v, std::size_t leaves) {
   return s;
 }
 
+// Source that splits the flat index in variable idx over dims[0 .. rank) (row-major) and adds
+// each coordinate times a stride row to an offset: offsets[k] = {variable, stride array}.
+inline std::string split_index(std::string const& idx, std::string const& dims,
+                               std::string const& rank,
+                               std::vector<std::pair<std::string, std::string>> const& offsets,
+                               std::string const& indent) {
+  std::string s = indent + "for (int d = " + rank + " - 1; d >= 0; --d) {\n";
+  s += indent + "  const zn_idx c = " + idx + " % " + dims + "[d];\n";
+  s += indent + "  " + idx + " /= " + dims + "[d];\n";
+  for (auto const& [var, strides] : offsets)
+    s += indent + "  " + var + " += c * " + strides + "[d];\n";
+  return s + indent + "}\n";
+}
+
 // A stored value as the expression computes it, and a computed one as stored.
 inline std::string load_as_compute(source_builder::leaf const& l, std::string const& raw) {
   if (l.bits16) return (l.half ? "zn_f16(" : "zn_bf16(") + raw + ")";
@@ -294,12 +308,11 @@ kernel_source elementwise_kernel(kernel_variant const& v) {
     body += "  for (zn_idx i = first; i < n; i += step) {\n";
     body += "    zn_idx r = i, o_out = 0";
     for (std::size_t k = 0; k < nl; ++k) body += ", o" + std::to_string(k) + " = 0";
-    body += ";\n    for (int d = g.rank - 1; d >= 0; --d) {\n";
-    body += "      const zn_idx c = r % g.dims[d];\n      r /= g.dims[d];\n";
-    body += "      o_out += c * g.st[0][d];\n";
+    body += ";\n";
+    std::vector<std::pair<std::string, std::string>> offsets = {{"o_out", "g.st[0]"}};
     for (std::size_t k = 0; k < nl; ++k)
-      body += "      o" + std::to_string(k) + " += c * g.st[" + std::to_string(k + 1) + "][d];\n";
-    body += "    }\n";
+      offsets.push_back({"o" + std::to_string(k), "g.st[" + std::to_string(k + 1) + "]"});
+    body += detail::split_index("r", "g.dims", "g.rank", offsets, "    ");
     body += "    out[o_out] = " + detail::store_from_compute<T>(bind([&](std::size_t k) {
               std::string ks = std::to_string(k);
               return "(" + detail::load_as_compute(b.leaves[k], "in" + ks + "[o" + ks + "]") + ")";

@@ -18,7 +18,6 @@
 // the literals, and zn_rgeom: kept dims and reduced dims, then the strides over the kept dims
 // (row 0 the output's, row k + 1 leaf k's) and over the reduced dims (row k leaf k's).
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -122,21 +121,20 @@ requires device_fold<Op> kernel_source reduction_kernel(bool index64) {
   s += "  for (zn_idx o = blockIdx.x; o < nout; o += gridDim.x) {\n";
   s += "    zn_idx r = o, b_out = 0";
   for (std::size_t k = 0; k < nl; ++k) s += ", b" + std::to_string(k) + " = 0";
-  s += ";\n    for (int d = g.nk - 1; d >= 0; --d) {\n";
-  s += "      const zn_idx c = r % g.kdims[d];\n      r /= g.kdims[d];\n";
-  s += "      b_out += c * g.kst[0][d];\n";
-  for (std::size_t k = 0; k < nl; ++k)
-    s += "      b" + std::to_string(k) + " += c * g.kst[" + std::to_string(k + 1) + "][d];\n";
-  s += "    }\n";
+  s += ";\n";
+  std::vector<std::pair<std::string, std::string>> kept = {{"b_out", "g.kst[0]"}}, reduced;
+  for (std::size_t k = 0; k < nl; ++k) {
+    std::string ks = std::to_string(k);
+    kept.push_back({"b" + ks, "g.kst[" + std::to_string(k + 1) + "]"});
+    reduced.push_back({"o" + ks, "g.rst[" + ks + "]"});
+  }
+  s += detail::split_index("r", "g.kdims", "g.nk", kept, "    ");
   s += "    " + acc + " acc = " + detail::reduce_snippet<A>(Op::cuda_identity, "") + ";\n";
   s += "    for (zn_idx j = t; j < count; j += blockDim.x) {\n";
   s += "      zn_idx q = j";
   for (std::size_t k = 0; k < nl; ++k) s += ", o" + std::to_string(k) + " = b" + std::to_string(k);
-  s += ";\n      for (int d = g.nr - 1; d >= 0; --d) {\n";
-  s += "        const zn_idx c = q % g.rdims[d];\n        q /= g.rdims[d];\n";
-  for (std::size_t k = 0; k < nl; ++k)
-    s += "        o" + std::to_string(k) + " += c * g.rst[" + std::to_string(k) + "][d];\n";
-  s += "      }\n";
+  s += ";\n";
+  s += detail::split_index("q", "g.rdims", "g.nr", reduced, "      ");
   s += "      const " + acc + " x = (" + acc + ")(" + expr + ");\n";
   s += "      const " + acc + " a = acc;\n";
   s += "      acc = " + combine("a", "x") + ";\n    }\n";
@@ -169,21 +167,10 @@ kernel_args reduction_args(bool index64, T* out, zenith::shape const& s, std::ui
   for (auto d : reduced) count *= std::int64_t(s[d]);
 
   kernel_args a;
-  auto push_index = [&](std::int64_t x) {
-    if (index64)
-      a.push(static_cast<long long>(x));
-    else
-      a.push(static_cast<std::int32_t>(x));
-  };
-  push_index(nout);
-  push_index(count);
+  a.push_index(index64, nout);
+  a.push_index(index64, count);
   a.push(out);
-  std::size_t leaves = 0;
-  ev.for_each_leaf([&](auto const& leaf) {
-    a.push(leaf.base);
-    ++leaves;
-  });
-  detail::device_expr<Ev>::for_each_scalar(ev, [&](auto x) { a.push(x); });
+  std::size_t const leaves = push_operands(a, ev);
 
   // zn_rgeom, in the index type: kdims, rdims, kst[leaves + 1], rst[max(leaves, 1)], then nk, nr.
   std::size_t const rows = 2 + (leaves + 1) + (leaves ? leaves : 1);
@@ -204,20 +191,7 @@ kernel_args reduction_args(bool index64, T* out, zenith::shape const& s, std::ui
       at(3 + leaves + k, i) = s[reduced[i]] <= 1 ? 0 : leaf.stride[reduced[i]];
     ++k;
   });
-  std::size_t const width = index64 ? 8 : 4;
-  std::vector<std::byte> bytes(g.size() * width + 2 * sizeof(int) + width, std::byte{0});
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    if (index64) {
-      long long x = g[i];
-      std::memcpy(bytes.data() + i * width, &x, width);
-    } else {
-      std::int32_t x = std::int32_t(g[i]);
-      std::memcpy(bytes.data() + i * width, &x, width);
-    }
-  }
-  int n[2] = {int(kept.size()), int(reduced.size())};
-  std::memcpy(bytes.data() + g.size() * width, n, sizeof n);
-  a.push_bytes(bytes.data(), bytes.size());
+  a.push_geometry(index64, g, {int(kept.size()), int(reduced.size())});
   return a;
 }
 
