@@ -294,6 +294,11 @@ TEST_CASE("generated reduction kernels compiled for the host reduce as the CPU b
   cases.push_back(make_reduction_case("min over axis 1, keepdims", zn::min(xd, 1, true)));
   cases.push_back(make_reduction_case("logsumexp over axis 2", zn::logsumexp(xd, 2)));
   cases.push_back(make_reduction_case("int32 sum over axis 1", zn::sum(i * 3, 1)));
+  cases.push_back(make_reduction_case("argmax over axis 1", zn::argmax(xd * xd, 1)));
+  cases.push_back(make_reduction_case("argmin of everything", zn::argmin(zn::sin(xd))));
+  auto ties = random_array<std::int32_t>({5, 70}, 0, 3);  // many equal values: the first wins
+  cases.push_back(make_reduction_case("argmax with ties", zn::argmax(ties, 1)));
+  cases.push_back(make_reduction_case("argmin with ties", zn::argmin(ties, 0)));
   cases.push_back(make_reduction_case("a transposed child", zn::sum(zn::transpose(xd) * 2.0, 0)));
   host_library lib(cases);
   INFO(lib.error());

@@ -251,18 +251,21 @@ void generate_reductions(kernel_set& ks) {
     generate_reduction(zn::max(e, 2), "max on " + t, ks);
     generate_reduction(zn::min(e, 0), "min on " + t, ks);
     generate_reduction(zn::logsumexp(e, 1), "logsumexp on " + t, ks);
+    generate_reduction(zn::argmax(e, 1), "argmax on " + t, ks);
+    generate_reduction(zn::argmin(e), "argmin on " + t, ks);
   } else {
     auto e = x * y + 1;
     generate_reduction(zn::sum(e, 1), "sum on " + t, ks);
     generate_reduction(zn::prod(e, 2), "prod on " + t, ks);
     generate_reduction(zn::max(e, 0), "max on " + t, ks);
     generate_reduction(zn::min(e), "min on " + t, ks);
+    generate_reduction(zn::argmax(e, 2), "argmax on " + t, ks);
   }
 }
 
 }  // namespace
 
-TEST_CASE("every folding reduction with an elementwise prologue compiles for sm_80 and sm_90",
+TEST_CASE("every reduction with an elementwise prologue compiles for sm_80 and sm_90",
           "[cuda][nvrtc]") {
   kernel_set ks;
   generate_reductions<float>(ks);
@@ -270,6 +273,6 @@ TEST_CASE("every folding reduction with an elementwise prologue compiles for sm_
   generate_reductions<zn::bfloat16>(ks);
   generate_reductions<std::int32_t>(ks);
   generate_reductions<std::int64_t>(ks);
-  CHECK(ks.size() == 2 * (6 * 3 + 4 * 2));
+  CHECK(ks.size() == 2 * (8 * 3 + 5 * 2));
   for (int arch : archs) compile_all(ks, arch);
 }

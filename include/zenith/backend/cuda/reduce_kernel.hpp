@@ -1,5 +1,6 @@
 #pragma once
-// A reduction along axes with a fused elementwise prologue, as a CUDA kernel: the reduced
+// A reduction along axes (sum, mean, prod, max, min, logsumexp, argmax, argmin) with a fused
+// elementwise prologue, as a CUDA kernel: the reduced
 // expression is printed into the kernel (backend/cuda/kernel_source.hpp), so
 // sum(exp(x) * y, axis) reads x and y once and writes only the result.
 //
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "../../core/shape.hpp"
+#include "../../expr/reduce.hpp"  // indexed_reduction
 #include "kernel_args.hpp"
 #include "kernel_source.hpp"
 
@@ -64,19 +66,57 @@ std::string reduce_snippet(std::string_view snippet, std::string const& a0,
 
 }  // namespace detail
 
-// Folding reductions (sum, mean, prod, max, min, logsumexp): an argmax's state is a pair and
-// has a kernel of its own (not yet).
+// Reductions with device source: the folding ones (sum, mean, prod, max, min, logsumexp), whose
+// state is the accumulator, and the indexed ones (argmax, argmin), whose state is a (value,
+// index) pair merged as on the CPU: the better value, the lower index on ties, index -1 for
+// "nothing seen but the identity" (ops::argmax in expr/reduce.hpp).
 template <class Op>
-concept device_fold = requires {
+concept device_reduction = requires {
   Op::cuda;
   Op::cuda_identity;
   Op::cuda_finalize;
+};
+
+namespace detail {
+
+// zn_state, zn_combine(a, b) and zn_identity() for Op on accumulator type A, as device source.
+template <class Op, class A>
+std::string reduction_state_source() {
+  std::string const acc(device_type<A>());
+  std::string const identity = reduce_snippet<A>(Op::cuda_identity, "");
+  if constexpr (indexed_reduction<Op>) {
+    // Op::cuda is better(a, b): whether a replaces b.
+    return "struct zn_state { " + acc +
+           " v; long long i; };\n"
+           "__device__ __forceinline__ zn_state zn_identity() { zn_state s; s.v = " +
+           identity +
+           "; s.i = -1; return s; }\n"
+           "__device__ __forceinline__ zn_state zn_combine(zn_state a, zn_state b) {\n"
+           "  if (b.i < 0) return a;\n  if (a.i < 0) return b;\n"
+           "  if (" +
+           reduce_snippet<A>(Op::cuda, "b.v", "a.v") +
+           ") return b;\n"
+           "  if (" +
+           reduce_snippet<A>(Op::cuda, "a.v", "b.v") +
+           ") return a;\n"
+           "  return a.i <= b.i ? a : b;\n}\n";
+  } else {
+    return "typedef " + acc +
+           " zn_state;\n"
+           "__device__ __forceinline__ zn_state zn_identity() { return " +
+           identity +
+           "; }\n"
+           "__device__ __forceinline__ zn_state zn_combine(zn_state a, zn_state b) {\n"
+           "  return " +
+           reduce_snippet<A>(Op::cuda, "a", "b") + ";\n}\n";
+  }
 }
-&&!requires { requires Op::indexed; };
+
+}  // namespace detail
 
 // The kernel reducing Ev (the child's evaluator) with Op into an output of element type T.
 template <class Op, element T, class Ev>
-requires device_fold<Op> kernel_source reduction_kernel(bool index64) {
+requires device_reduction<Op> kernel_source reduction_kernel(bool index64) {
   using A = typename Ev::compute_type;  // the accumulator: the child's compute type
   detail::source_builder b;
   std::string expr = detail::device_expr<Ev>::text(b);
@@ -105,9 +145,6 @@ requires device_fold<Op> kernel_source reduction_kernel(bool index64) {
         expr, detail::leaf_marker(k),
         "(" + detail::load_as_compute(b.leaves[k], "in" + ks + "[o" + ks + "]") + ")");
   }
-  auto combine = [&](std::string const& x, std::string const& y) {
-    return detail::reduce_snippet<A>(Op::cuda, x, y);
-  };
   std::string const R = std::to_string(max_rank), L = std::to_string(nl);
 
   std::string s = detail::prelude({layout::contiguous, index64, 0}, nl);
@@ -115,8 +152,9 @@ requires device_fold<Op> kernel_source reduction_kernel(bool index64) {
   s += "struct zn_rgeom { zn_idx kdims[" + R + "]; zn_idx rdims[" + R + "]; zn_idx kst[" +
        std::to_string(nl + 1) + "][" + R + "]; zn_idx rst[" + (nl ? L : "1") + "][" + R +
        "]; int nk; int nr; };\n";
+  s += detail::reduction_state_source<Op, A>();
   s += "extern \"C\" __global__ void ZN_KERNEL(" + params + ") {\n";
-  s += "  __shared__ " + acc + " zn_sh[" + std::to_string(reduction_block) + "];\n";
+  s += "  __shared__ zn_state zn_sh[" + std::to_string(reduction_block) + "];\n";
   s += "  const int t = threadIdx.x;\n";
   s += "  for (zn_idx o = blockIdx.x; o < nout; o += gridDim.x) {\n";
   s += "    zn_idx r = o, b_out = 0";
@@ -129,24 +167,26 @@ requires device_fold<Op> kernel_source reduction_kernel(bool index64) {
     reduced.push_back({"o" + ks, "g.rst[" + ks + "]"});
   }
   s += detail::split_index("r", "g.kdims", "g.nk", kept, "    ");
-  s += "    " + acc + " acc = " + detail::reduce_snippet<A>(Op::cuda_identity, "") + ";\n";
+  s += "    zn_state acc = zn_identity();\n";
   s += "    for (zn_idx j = t; j < count; j += blockDim.x) {\n";
   s += "      zn_idx q = j";
   for (std::size_t k = 0; k < nl; ++k) s += ", o" + std::to_string(k) + " = b" + std::to_string(k);
   s += ";\n";
   s += detail::split_index("q", "g.rdims", "g.nr", reduced, "      ");
-  s += "      const " + acc + " x = (" + acc + ")(" + expr + ");\n";
-  s += "      const " + acc + " a = acc;\n";
-  s += "      acc = " + combine("a", "x") + ";\n    }\n";
+  if constexpr (indexed_reduction<Op>)
+    s += "      zn_state x;\n      x.v = (" + acc + ")(" + expr + ");\n      x.i = j;\n";
+  else
+    s += "      const zn_state x = (" + acc + ")(" + expr + ");\n";
+  s += "      acc = zn_combine(acc, x);\n    }\n";
   s += "    zn_sh[t] = acc;\n    __syncthreads();\n";
   s += "    for (int h = blockDim.x / 2; h > 0; h >>= 1) {\n";
-  s += "      if (t < h) {\n        const " + acc + " a = zn_sh[t], x = zn_sh[t + h];\n";
-  s += "        zn_sh[t] = " + combine("a", "x") + ";\n      }\n      __syncthreads();\n    }\n";
-  s += "    if (t == 0) {\n      const " + acc + " a = zn_sh[0];\n";
-  s += "      out[b_out] = " +
+  s += "      if (t < h) zn_sh[t] = zn_combine(zn_sh[t], zn_sh[t + h]);\n";
+  s += "      __syncthreads();\n    }\n";
+  std::string const result = indexed_reduction<Op> ? "zn_sh[0].i" : "zn_sh[0]";
+  s += "    if (t == 0) out[b_out] = " +
        detail::store_from_compute<T>(
-           detail::reduce_snippet<A>(Op::cuda_finalize, "a", "", "count")) +
-       ";\n    }\n    __syncthreads();\n  }\n}\n";
+           detail::reduce_snippet<A>(Op::cuda_finalize, result, "", "count")) +
+       ";\n    __syncthreads();\n  }\n}\n";
 
   src.name = "zn_red_" + detail::hex64(detail::fnv1a(s));
   detail::replace_all(s, "ZN_KERNEL", src.name);
