@@ -50,8 +50,7 @@ struct cache_key {
 
 inline cache_key make_cache_key(std::string_view source, int arch, int nvrtc = nvrtc_version()) {
   std::string salt = "\n// sm_" + std::to_string(arch) + " nvrtc " + std::to_string(nvrtc);
-  std::uint64_t h = detail::fnv1a(source);
-  for (unsigned char c : salt) h = (h ^ c) * 1099511628211ull;  // FNV-1a, continued
+  std::uint64_t h = detail::fnv1a(salt, detail::fnv1a(source));
   return {h, detail::hex64(h) + ".sm" + std::to_string(arch) + ".cubin"};
 }
 

@@ -71,9 +71,9 @@ constexpr std::string_view device_type() {
 
 namespace detail {
 
-// FNV-1a: a stable hash of the source, for kernel names and cache keys.
-inline std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 1469598103934665603ull;
+// FNV-1a: a stable hash of the source, for kernel names and cache keys. h continues a hash of
+// earlier text (the hash of "" by default).
+inline std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 1469598103934665603ull) {
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
 }

@@ -23,11 +23,15 @@ struct compile_error : error {
   using error::error;
 };
 
-// NVRTC's version, as major * 1000 + minor * 10 (13.0 -> 13000, as CUDA_VERSION).
+// NVRTC's version, as major * 1000 + minor * 10 (13.0 -> 13000, as CUDA_VERSION). Asked once:
+// every kernel cache lookup keys on it.
 inline int nvrtc_version() {
-  int major = 0, minor = 0;
-  nvrtcVersion(&major, &minor);
-  return major * 1000 + minor * 10;
+  static int const version = [] {
+    int major = 0, minor = 0;
+    nvrtcVersion(&major, &minor);
+    return major * 1000 + minor * 10;
+  }();
+  return version;
 }
 
 // What NVRTC produces: a cubin (machine code for exactly that architecture, ready to load), or
