@@ -244,3 +244,103 @@ TEST_CASE("loops of one pass read a large kept value at their own positions",
     REQUIRE(twice.data()[i] == 2 * upper.data()[i]);
   }
 }
+
+namespace {
+// A sum and a store queued as one loop (queue_total_with_store) against the two queued apart:
+// the same bits in both outputs.
+template <class T>
+void check_total_with_store(std::size_t n) {
+  INFO("n " << n << ", " << (sizeof(T) == 4 ? "float" : "double"));
+  auto x = random_of<T>({n}, 21), y = random_of<T>({n}, 22);
+  auto value_expr = zn::square(x - T(0.3)) * y;
+  auto ct_expr = zn::sin(x) * T(-1.5) + y;
+
+  zn::detail::fused_group apart;
+  auto value_apart = zn::detail::queue_total<zn::ops::reduce_sum, T>(apart, value_expr, {});
+  REQUIRE(value_apart);
+  auto [ct_apart, joined] = zn::detail::store_or_evaluate<T>(apart, ct_expr);
+  REQUIRE(joined);
+  apart.run();
+
+  zn::detail::fused_group together;
+  auto value = zn::array<T>::empty({});
+  auto ct = zn::array<T>::empty({n});
+  REQUIRE(zn::detail::queue_total_with_store<zn::ops::reduce_sum>(together, value_expr, value,
+                                                                  ct_expr, ct));
+  together.run();
+  CHECK(same_bits(value.item(), value_apart->item()));
+  CHECK(std::memcmp(ct.data(), ct_apart.data(), n * sizeof(T)) == 0);
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double d = double(x.data()[i]) - 0.3;
+    sum += d * d * double(y.data()[i]);
+  }
+  CHECK(std::abs(double(value.item()) - sum) <= (sizeof(T) == 4 ? 1e-4 : 1e-12) * (1 + n));
+}
+}  // namespace
+
+TEST_CASE("a sum and a gradient share one loop, bit for bit as two", "[grad][fused_pass]") {
+  // One element; a tail shorter than a batch; a block; a block and one; pieces (above the size
+  // a group runs in whole blocks) over several threads.
+  for (bool simd : {true, false}) {
+    zn::set_simd_enabled(simd);
+    for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(8192), std::size_t(8193),
+                          std::size_t(40001)}) {
+      check_total_with_store<float>(n);
+      check_total_with_store<double>(n);
+    }
+  }
+  zn::set_simd_enabled(true);
+  SECTION("a cotangent another size, or of another lane width, gets its own loop") {
+    auto x = random_array({8}, 23);
+    auto value = zn::array<double>::empty({});
+    zn::detail::fused_group group;
+    auto shorter = zn::array<double>::empty({4});
+    CHECK_FALSE(zn::detail::queue_total_with_store<zn::ops::reduce_sum>(
+        group, x * 2.0, value, zn::slice(x, 0, 0, 4), shorter));
+    auto as_float = zn::array<float>::empty({8});
+    CHECK_FALSE(zn::detail::queue_total_with_store<zn::ops::reduce_sum>(
+        group, x * 2.0, value, zn::cast<float>(x), as_float));
+    CHECK(group.empty());
+  }
+}
+
+TEST_CASE("value_and_grad computes the loss's sum in the loop of a gradient",
+          "[grad][fused_pass]") {
+  // Which sum is held back for a gradient's loop, found on types as memoize queues sums.
+  auto x = random_array({6}, 24);
+  using nlp = decltype(-0.5 * zn::sum(zn::square(x - 0.3)) / 1.7 - 2.0);
+  using target = zn::autodiff::first_queued_total_t<nlp>;
+  static_assert(!std::is_void_v<target>);
+  static_assert(std::is_same_v<typename target::op, zn::ops::reduce_sum>);
+  static_assert(
+      std::is_void_v<zn::autodiff::first_queued_total_t<decltype(zn::sum(x) * zn::sum(x))>>);
+  static_assert(std::is_void_v<zn::autodiff::first_queued_total_t<decltype(zn::exp(zn::sum(x)))>>);
+
+  // Gradients that take the held sum, that cannot (a broadcast operand's cotangent reduces; the
+  // same array read twice adds to the first), and sums no gradient takes: value bit for bit plain
+  // evaluation's, gradients against finite differences.
+  for (std::size_t n : {std::size_t(1), std::size_t(9), std::size_t(8193), std::size_t(40001)}) {
+    INFO("n " << n);
+    auto a = random_array({n}, 25), b = random_array({1}, 26);
+    auto f = [](auto const& a, auto const& b) {
+      return zn::sum(zn::square(a - b) * a) * 0.5 - zn::mean(zn::exp(a)) + 1.0;
+    };
+    auto [value, g] = zn::value_and_grad(f, zn::argnums<0, 1>)(a, b);
+    CHECK(same_bits(value.item(), zn::eval(f(a, b)).item()));
+    auto const& [ga, gb] = g;
+    for (std::size_t i = 0; i < n; ++i) {
+      double t = a.data()[i], d = t - b.data()[0];
+      double want = d * t + 0.5 * d * d - std::exp(t) / double(n);
+      REQUIRE(std::abs(ga.data()[i] - want) <= 1e-13 * (1 + std::abs(want)));
+    }
+    double want_b = 0;
+    for (std::size_t i = 0; i < n; ++i) want_b -= (a.data()[i] - b.data()[0]) * a.data()[i];
+    CHECK(std::abs(gb.data()[0] - want_b) <= 1e-12 * (1 + std::abs(want_b)));
+
+    auto total = [](auto const& a) { return zn::sum(a); };
+    auto [v2, g2] = zn::value_and_grad(total)(a);
+    CHECK(same_bits(v2.item(), zn::eval(total(a)).item()));
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(g2.data()[i] == 1.0);
+  }
+}

@@ -110,6 +110,39 @@ class cotangents {
     return zenith::detail::queue_total<Op, T>(group_, e, out_shape);
   }
 
+  // Queues the sum or mean of all of e into value (one element); false when e cannot join a group.
+  template <class Op, element T, expression E>
+  bool queue_total_into(E const& e, array<T>& value) {
+    make_room(std::int64_t(e.shape().numel()));
+    return zenith::detail::queue_total_into<Op>(group_, e, value);
+  }
+
+  // Takes ct as the first cotangent of leaf, computed in the same loop as value, the sum or mean
+  // of all of e (autodiff/fused_value.hpp): one pass over the inputs for a loss and its
+  // gradient. False, and nothing taken, when the two cannot share a loop (ct is then given to
+  // operator() as any other).
+  template <class Op, element T, expression E, class Leaf, class G>
+  bool add_with_total(Leaf const& leaf, G const& ct, E const& e, array<T>& value) {
+    if constexpr (is_sum_to_node_v<G>) {
+      return !ct.reduces() && add_with_total<Op>(leaf, ct.child, e, value);
+    } else if constexpr (is_array_v<Leaf> && floating_element<value_t<Leaf>> && !is_array_v<G> &&
+                         !barrier_expression<G>) {
+      if constexpr (zenith::detail::max_recorded_level >= 1)
+        if (zenith::detail::active_trace()) return false;
+      using Tl = value_t<Leaf>;
+      buffer const* b = leaf.storage().get();
+      if (!st_->reads_traced(b) || slots<Tl>().find(b)) return false;
+      make_room(std::int64_t(ct.shape().numel()));
+      auto out = array<Tl>::empty(ct.shape());
+      if (!zenith::detail::queue_total_with_store<Op>(group_, e, value, ct, out)) return false;
+      queued_.insert(out.storage().get());
+      slots<Tl>()[b] = std::move(out);
+      return true;
+    } else {
+      return false;
+    }
+  }
+
   // Computes everything queued.
   void flush() {
     queued_.clear();

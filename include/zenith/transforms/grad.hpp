@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "../autodiff/backward.hpp"
+#include "../autodiff/fused_value.hpp"
 #include "../autodiff/tape.hpp"
 #include "../core/creation.hpp"
 #include "../core/tensor.hpp"
@@ -139,17 +140,23 @@ array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts
     auto child = autodiff::memoize_child<Out>(out.child);
     reduce_node<Op, std::remove_cvref_t<decltype(child)>> top(std::move(child), out.axes,
                                                               out.keepdims);
-    std::optional<array<T>> value;
-    if (active_trace())  // nested: the enclosing transform records the value
-      value = evaluate_for_rules<T, 0>(top);
-    else
-      value = cts.template queue_total<Op, T>(top.child, out.shape());
-    if (!value) value = eval_barrier(top);
     // The seed reaches every element as one constant, 1 for a sum and 1/n for a mean: a number
     // in the loops rather than a broadcast array read at stride 0.
     using C = value_t<decltype(top.child)>;
     double seed = std::is_same_v<Op, ops::reduce_mean> ? 1.0 / double(top.count()) : 1.0;
-    autodiff::backward(top.child, broadcast_to(scalar_node<C>(C(seed)), top.child.shape()), cts);
+    auto ct = broadcast_to(scalar_node<C>(C(seed)), top.child.shape());
+    if (active_trace()) {  // nested: the enclosing transform records the value
+      array<T> value = evaluate_for_rules<T, 0>(top);
+      autodiff::backward(top.child, std::move(ct), cts);
+      return value;
+    }
+    // The sum is held back to share a loop with a gradient (autodiff/fused_value.hpp).
+    using Child = std::remove_cvref_t<decltype(top.child)>;
+    autodiff::value_fusing_sink<autodiff::total_target<Op, T, Child>> sink(cts);
+    std::optional<array<T>> value = sink.template queue_total<Op, T>(top.child, out.shape());
+    if (!value) value = eval_barrier(top);
+    autodiff::backward(top.child, std::move(ct), sink);
+    sink.finish();
     return *std::move(value);
   } else {
     auto seed = broadcast_to(scalar_node<T>(T(1)), out.shape());
@@ -159,11 +166,22 @@ array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts
       autodiff::backward(forward, std::move(seed), cts);
       return value;
     }
-    // Sums that no rule reads are computed in the gradients' pass; the value after it.
-    autodiff::memoized_t<Out> forward = autodiff::memoize(out, cts);
-    autodiff::backward(forward, std::move(seed), cts);
-    cts.flush();
-    return autodiff::memoized_value(forward);
+    // Sums that no rule reads are computed in the gradients' pass (the first of them in one
+    // loop with a gradient, autodiff/fused_value.hpp); the value after it.
+    using Target = autodiff::first_queued_total_t<Out>;
+    if constexpr (std::is_void_v<Target>) {
+      autodiff::memoized_t<Out> forward = autodiff::memoize(out, cts);
+      autodiff::backward(forward, std::move(seed), cts);
+      cts.flush();
+      return autodiff::memoized_value(forward);
+    } else {
+      autodiff::value_fusing_sink<Target> sink(cts);
+      autodiff::memoized_t<Out> forward = autodiff::memoize(out, sink);
+      autodiff::backward(forward, std::move(seed), sink);
+      sink.finish();
+      cts.flush();
+      return autodiff::memoized_value(forward);
+    }
   }
 }
 

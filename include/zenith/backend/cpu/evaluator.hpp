@@ -365,8 +365,9 @@ struct evaluator_for<view_node<V, C>> {
 // every leaf below it has inner stride 0. There it is computed once per row, when the row
 // starts, instead of once per batch: a division per batch was a fifth of log_sum_exp's gradient
 // (bench/fastad_suite). The per-row value is computed the way the loop would (SIMD batch or
-// scalar), so results are bitwise unchanged. A unit-stride loop has no stride-0 leaf and pays
-// nothing; the others take one predictable branch per batch.
+// scalar), so results are bitwise unchanged. Every loop takes one predictable branch per batch:
+// in a unit-stride loop the only constant child is one with no leaf at all (the cotangent of a
+// sum scaled by numbers, in the loop that computes the sum with its gradient).
 template <class Ev>
 struct row_constant_eval {
   using value_type = typename Ev::value_type;
@@ -393,12 +394,8 @@ struct row_constant_eval {
   compute_type scalar(std::int64_t j) const { return constant ? value : child.scalar(j); }
   template <row_access A>
   auto simd(std::int64_t j) const {
-    if constexpr (A == row_access::unit) {
-      return child.template simd<A>(j);
-    } else {
-      if (constant) return xsimd::batch<compute_type>(lane);
-      return child.template simd<A>(j);
-    }
+    if (constant) return xsimd::batch<compute_type>(lane);
+    return child.template simd<A>(j);
   }
   template <class Lane>
   static constexpr bool vectorizable() {

@@ -261,8 +261,46 @@ class store_loop final : public fused_group::loop {
   bool unit_ = false;
 };
 
-// A whole-array sum or mean of e, written to out[0] when the group finishes.
-template <class Op, class T, class E>
+// The second output of a reduce_loop: out = g over the same elements, computed in the same SIMD
+// iteration as the sum, so that one pass reads the inputs both need (a value and its gradient).
+// Stores on run_row's grid (fused_loop.hpp): the same batches, the same scalar tail.
+template <class Tc, class G>
+struct store_part {
+  using value_type = Tc;
+  using Ev = decltype(make_evaluator(std::declval<G const&>()));
+  static constexpr bool can_simd = fused_simd_v<Tc, Ev>;
+
+  G expr;  // keeps every buffer the evaluator reads alive
+  Ev ev;
+  Tc* out = nullptr;
+
+  explicit store_part(G g) : expr(std::move(g)), ev(make_evaluator(expr)) {}
+
+  // Writes through a runner's copy of the evaluator, with row access A. Each row gets a local
+  // copy of it (row()): the stores then cannot alias what the evaluator holds (its scalars), so
+  // the compiler keeps those in registers instead of reloading them after every store.
+  template <row_access A>
+  struct cursor {
+    Ev const& ev;
+    Tc* out;
+    struct row_writer {
+      Ev ev;
+      Tc* __restrict out;
+      void start_row(std::int64_t const* idx, std::size_t n) { ev.start_row(idx, n); }
+      void batch(std::int64_t j) { ev.template simd<A>(j).store_unaligned(out + j); }
+      void scalar(std::int64_t j) { out[j] = Tc(ev.scalar(j)); }
+    };
+    row_writer row() const { return {ev, out}; }
+  };
+};
+struct no_store_part {
+  using value_type = void;
+  using Ev = red::no_side_store;
+};
+
+// A whole-array sum or mean of e, written to out[0] when the group finishes; with a store_part S,
+// also S's elementwise output.
+template <class Op, class T, class E, class S = no_store_part>
 class reduce_loop final : public fused_group::loop {
  public:
   using Ev = decltype(make_evaluator(std::declval<E const&>()));
@@ -272,9 +310,10 @@ class reduce_loop final : public fused_group::loop {
   using In = compute_t<value_t<E>>;
   static constexpr bool can_simd = !std::is_same_v<In, bool> && simd_type_v<In> &&
                                    std::is_same_v<A, In> && Ev::template vectorizable<In>();
+  static constexpr bool has_store = !std::is_same_v<S, no_store_part>;
 
-  reduce_loop(E e, T* out, std::int64_t n)
-      : expr_(std::move(e)), ev_(make_evaluator(expr_)), out_(out) {
+  reduce_loop(E e, T* out, std::int64_t n, S store = {})
+      : expr_(std::move(e)), ev_(make_evaluator(expr_)), out_(out), store_(std::move(store)) {
     g_.n = 1;
     g_.dims[0] = n;
     g_.nr = 1;
@@ -284,10 +323,19 @@ class reduce_loop final : public fused_group::loop {
   bool prepare(zenith::shape const& s) {
     auto unit = coalesce_to_row(ev_, s);
     unit_ = unit.value_or(false);
+    if constexpr (has_store) {
+      auto store_unit = coalesce_to_row(store_.ev, s);
+      if (!store_unit) return false;
+      unit_ = unit_ && *store_unit;
+    }
     return unit.has_value();
   }
 
   void set_output(T* out) { out_ = out; }
+  template <class Tc>
+  void set_store_output(Tc* out) requires has_store {
+    store_.out = out;
+  }
 
   std::unique_ptr<fused_group::runner> start() override {
     return std::make_unique<piece_runner>(*this);
@@ -295,10 +343,15 @@ class reduce_loop final : public fused_group::loop {
   void pointers(pointer_list& l) override {
     l.writes(out_);
     l.reads_leaves(ev_);
+    if constexpr (has_store) {
+      l.writes(store_.out);
+      l.reads_leaves(store_.ev);
+    }
   }
   void run(std::int64_t lo, std::int64_t hi) override {
     Ev ev = ev_;
-    run_piece(ev, lo, hi);
+    typename S::Ev sev = side_ev();
+    run_piece(ev, sev, lo, hi);
   }
 
   // The block results combined in reduce.hpp's pairwise tree (split at lo + (hi - lo) / 2, cut
@@ -319,25 +372,47 @@ class reduce_loop final : public fused_group::loop {
  private:
   static constexpr std::size_t max_depth = 64;  // deeper than any tree of blocks
 
+  typename S::Ev side_ev() const {
+    if constexpr (has_store)
+      return store_.ev;
+    else
+      return {};
+  }
+
   struct piece_runner final : fused_group::runner {
     reduce_loop& loop;
     Ev ev;
-    explicit piece_runner(reduce_loop& l) : loop(l), ev(l.ev_) {}
-    void run(std::int64_t lo, std::int64_t hi) override { loop.run_piece(ev, lo, hi); }
+    typename S::Ev sev;
+    explicit piece_runner(reduce_loop& l) : loop(l), ev(l.ev_), sev(l.side_ev()) {}
+    void run(std::int64_t lo, std::int64_t hi) override { loop.run_piece(ev, sev, lo, hi); }
   };
 
-  // Adds elements [lo, hi) to their block's sum (flattened, as store_loop's).
-  [[gnu::flatten]] void run_piece(Ev& ev, std::int64_t lo, std::int64_t hi) {
+  // Adds elements [lo, hi) to their block's sum, and stores the store part's elements (flattened,
+  // as store_loop's).
+  [[gnu::flatten]] void run_piece(Ev& ev, typename S::Ev& sev, std::int64_t lo, std::int64_t hi) {
     std::array<std::int64_t, max_rank> idx{};
     auto& acc = blocks_[std::size_t(lo / group_block)];
     if (lo % group_block == 0) acc = {};
     if constexpr (can_simd) {
       if (simd_enabled()) {
-        if (unit_) return red::accumulate_a<Op, K, true, true>(acc, ev, g_, idx.data(), lo, hi);
-        return red::accumulate_a<Op, K, true, false>(acc, ev, g_, idx.data(), lo, hi);
+        if (unit_)
+          return red::accumulate_a<Op, K, true, true>(acc, ev, g_, idx.data(), lo, hi,
+                                                      side<row_access::unit>(sev));
+        return red::accumulate_a<Op, K, true, false>(acc, ev, g_, idx.data(), lo, hi,
+                                                     side<row_access::unit_or_broadcast>(sev));
       }
     }
-    red::accumulate_a<Op, K, false, false>(acc, ev, g_, idx.data(), lo, hi);
+    red::accumulate_a<Op, K, false, false>(acc, ev, g_, idx.data(), lo, hi,
+                                           side<row_access::strided>(sev));
+  }
+
+  // What accumulate_a writes beside the sum: the store part through row access Acc, or nothing.
+  template <row_access Acc>
+  auto side(typename S::Ev& sev) const {
+    if constexpr (has_store)
+      return typename S::template cursor<Acc>{sev, store_.out};
+    else
+      return sev;
   }
 
   E expr_;
@@ -346,6 +421,7 @@ class reduce_loop final : public fused_group::loop {
   red::geometry g_;
   small_vector<red::block_acc<Op, K, A, can_simd>, 1> blocks_;  // each block's sum so far
   bool unit_ = false;
+  [[no_unique_address]] S store_;
 };
 
 // out = e, a fresh array: queued in the group when e can join it (then out is computed when the
@@ -381,21 +457,68 @@ void store_into(fused_group& group, array<T>& dst, E const& e) {
   l->evaluate_into(dst);
 }
 
+// Queues the sum or mean of every element of e into value (one element, already allocated);
+// false, and nothing queued, when e cannot join the group.
+template <class Op, element T, expression E>
+requires(std::is_same_v<Op, ops::reduce_sum> ||
+         std::is_same_v<Op, ops::reduce_mean>) bool queue_total_into(fused_group& group, E const& e,
+                                                                     array<T>& value) {
+  zenith::shape s = e.shape();
+  std::int64_t n = std::int64_t(s.numel());
+  if (n == 0 || value.size() != 1 || (!group.empty() && group.size() != n)) return false;
+  auto l = group.template make<reduce_loop<Op, T, E>>(e, value.data(), n);
+  if (!l->prepare(s)) return false;
+  group.add(std::move(l), n);
+  return true;
+}
+
 // Queues the sum or mean of every element of e (out: one element, of the reduction's shape).
 template <class Op, element T, expression E>
 requires(std::is_same_v<Op, ops::reduce_sum> || std::is_same_v<Op, ops::reduce_mean>)
     std::optional<array<T>> queue_total(fused_group& group, E const& e,
                                         zenith::shape const& out_shape) {
-  zenith::shape s = e.shape();
-  std::int64_t n = std::int64_t(s.numel());
-  if (n == 0 || out_shape.numel() != 1 || (!group.empty() && group.size() != n))
-    return std::nullopt;
-  auto l = group.template make<reduce_loop<Op, T, E>>(e, nullptr, n);
-  if (!l->prepare(s)) return std::nullopt;
+  if (out_shape.numel() != 1) return std::nullopt;
   auto out = array<T>::empty(out_shape);
-  l->set_output(out.data());
-  group.add(std::move(l), n);
+  if (!queue_total_into<Op>(group, e, out)) return std::nullopt;
   return out;
+}
+
+// Queues the sum or mean of every element of e into value (one element, already allocated)
+// together with ct_out = ct (of e's size) in the same loop: the value a gradient comes with and
+// one of its cotangents, in one pass over what both read. False, and nothing queued, when the
+// pair cannot share a loop: other sizes, a layout the group cannot walk as one row, or lane types
+// that would put the two on different SIMD grids (each must then get its own loop).
+template <class Op, element T, expression E, element Tc, expression G>
+requires(std::is_same_v<Op, ops::reduce_sum> ||
+         std::is_same_v<Op, ops::reduce_mean>) bool queue_total_with_store(fused_group& group,
+                                                                           E const& e,
+                                                                           array<T>& value,
+                                                                           G const& ct,
+                                                                           array<Tc>& ct_out) {
+  using S = store_part<Tc, G>;
+  using L = reduce_loop<Op, T, E, S>;
+  if constexpr (L::can_simd != S::can_simd) {
+    return false;
+  } else {
+    if constexpr (S::can_simd) {
+      using Lane = compute_t<value_t<E>>;
+      using StoreLane = simd_lane_t<typename S::Ev>;
+      // run_row's four-batch stores, and one lane width for both outputs.
+      if constexpr (!std::is_same_v<Tc, typename S::Ev::compute_type> ||
+                    xsimd::batch<Lane>::size != xsimd::batch<StoreLane>::size)
+        return false;
+    }
+    zenith::shape s = e.shape();
+    std::int64_t n = std::int64_t(s.numel());
+    if (n == 0 || value.size() != 1 || std::int64_t(ct.shape().numel()) != n ||
+        ct_out.shape() != ct.shape() || (!group.empty() && group.size() != n))
+      return false;
+    auto l = group.template make<L>(e, value.data(), n, S(ct));
+    if (ct.shape() != s || !l->prepare(s)) return false;
+    l->set_store_output(ct_out.data());
+    group.add(std::move(l), n);
+    return true;
+  }
 }
 
 }  // namespace zenith::detail

@@ -245,12 +245,23 @@ struct block_acc<Op, K, A, true> {
   }
 };
 
+// A second output written in the same pass as a reduction, at the same element positions: none
+// by default. fused_group.hpp's gradient loop stores a cotangent there
+// (backend/cpu/fused_group.hpp).
+struct no_side_store {
+  no_side_store row() const { return {}; }
+  void start_row(std::int64_t const*, std::size_t) {}
+  void batch(std::int64_t) {}
+  void scalar(std::int64_t) {}
+};
+
 // Pushes elements [lo, hi) of the reduced sub-space for the output whose kept indices are in
 // idx[0 .. nk1) into acc (the SIMD path for plain reductions only). Positions (for argmax) are
-// flat indices into the reduced sub-space. Acc is a block_acc, with batches when Simd.
-template <class Op, class K, bool Simd, bool Unit, class Ev, class Acc>
+// flat indices into the reduced sub-space. Acc is a block_acc, with batches when Simd. side.row()
+// gets every element the reduction reads, a batch where the reduction reads a batch.
+template <class Op, class K, bool Simd, bool Unit, class Ev, class Acc, class Side = no_side_store>
 void accumulate_a(Acc& acc, Ev& ev, geometry const& g, std::int64_t* idx, std::int64_t lo,
-                  std::int64_t hi) {
+                  std::int64_t hi, Side&& side = {}) {
   using A = typename Ev::compute_type;
   if constexpr (Simd) {
     static_assert(!K::indexed);
@@ -258,6 +269,8 @@ void accumulate_a(Acc& acc, Ev& ev, geometry const& g, std::int64_t* idx, std::i
     constexpr std::int64_t W = std::int64_t(B::size);
     walk(g, g.nk1, g.n, idx, lo, hi, [&](std::int64_t j, std::int64_t je, std::int64_t) {
       ev.start_row(idx, g.n);
+      auto sd = side.row();
+      sd.start_row(idx, g.n);
       acc.used = acc.used || j + W <= je;
       // Local copies: the captured accumulators live in memory, and GCC does not inline this
       // lambda, so accumulating into them directly costs a load and a store per batch.
@@ -267,15 +280,30 @@ void accumulate_a(Acc& acc, Ev& ev, geometry const& g, std::int64_t* idx, std::i
         b1 = Op::simd(b1, ev.template simd<unit_access<Unit>>(j + W));
         b2 = Op::simd(b2, ev.template simd<unit_access<Unit>>(j + 2 * W));
         b3 = Op::simd(b3, ev.template simd<unit_access<Unit>>(j + 3 * W));
+        sd.batch(j);
+        sd.batch(j + W);
+        sd.batch(j + 2 * W);
+        sd.batch(j + 3 * W);
       }
-      for (; j + W <= je; j += W) b0 = Op::simd(b0, ev.template simd<unit_access<Unit>>(j));
+      for (; j + W <= je; j += W) {
+        b0 = Op::simd(b0, ev.template simd<unit_access<Unit>>(j));
+        sd.batch(j);
+      }
       acc.a0 = b0, acc.a1 = b1, acc.a2 = b2, acc.a3 = b3;
-      for (; j < je; ++j) K::push(acc.s, A(ev.scalar(j)), 0);
+      for (; j < je; ++j) {
+        K::push(acc.s, A(ev.scalar(j)), 0);
+        sd.scalar(j);
+      }
     });
   } else {
     walk(g, g.nk1, g.n, idx, lo, hi, [&](std::int64_t j, std::int64_t je, std::int64_t rowpos) {
       ev.start_row(idx, g.n);
-      for (; j < je; ++j) K::push(acc.s, A(ev.scalar(j)), rowpos + j);
+      auto sd = side.row();
+      sd.start_row(idx, g.n);
+      for (; j < je; ++j) {
+        K::push(acc.s, A(ev.scalar(j)), rowpos + j);
+        sd.scalar(j);
+      }
     });
   }
 }
