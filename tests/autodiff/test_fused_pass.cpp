@@ -264,9 +264,12 @@ void check_total_with_store(std::size_t n) {
 
   zn::detail::fused_group together;
   auto value = zn::array<T>::empty({});
-  auto ct = zn::array<T>::empty({n});
-  REQUIRE(zn::detail::queue_total_with_store<zn::ops::reduce_sum>(together, value_expr, value,
-                                                                  ct_expr, ct));
+  auto joined_ct =
+      zn::detail::queue_total_with_store<zn::ops::reduce_sum, T, decltype(value_expr), T>(
+          together, value_expr, value, ct_expr);
+  REQUIRE(joined_ct);
+  REQUIRE(joined_ct->second);
+  zn::array<T> ct = joined_ct->first;
   together.run();
   CHECK(same_bits(value.item(), value_apart->item()));
   CHECK(std::memcmp(ct.data(), ct_apart.data(), n * sizeof(T)) == 0);
@@ -295,13 +298,22 @@ TEST_CASE("a sum and a gradient share one loop, bit for bit as two", "[grad][fus
     auto x = random_array({8}, 23);
     auto value = zn::array<double>::empty({});
     zn::detail::fused_group group;
-    auto shorter = zn::array<double>::empty({4});
-    CHECK_FALSE(zn::detail::queue_total_with_store<zn::ops::reduce_sum>(
-        group, x * 2.0, value, zn::slice(x, 0, 0, 4), shorter));
-    auto as_float = zn::array<float>::empty({8});
-    CHECK_FALSE(zn::detail::queue_total_with_store<zn::ops::reduce_sum>(
-        group, x * 2.0, value, zn::cast<float>(x), as_float));
+    auto twice = x * 2.0;
+    using E = decltype(twice);
+    CHECK_FALSE(zn::detail::queue_total_with_store<zn::ops::reduce_sum, double, E, double>(
+        group, twice, value, zn::slice(x, 0, 0, 4)));
+    CHECK_FALSE(zn::detail::queue_total_with_store<zn::ops::reduce_sum, double, E, float>(
+        group, twice, value, zn::cast<float>(x)));
     CHECK(group.empty());
+    // A transposed operand is not one row: the cotangent is computed on its own, now.
+    auto m = random_array({4, 2}, 24);
+    auto mt = zn::transpose(m);
+    auto r = zn::detail::queue_total_with_store<zn::ops::reduce_sum, double, decltype(mt), double>(
+        group, mt, value, zn::exp(mt));
+    REQUIRE(r);
+    CHECK_FALSE(r->second);
+    CHECK(group.empty());
+    check_close(r->first, zn::eval(zn::exp(mt)), 0);
   }
 }
 

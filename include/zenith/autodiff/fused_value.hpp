@@ -87,9 +87,16 @@ class value_fusing_sink<total_target<Op, T, E>> {
   // As the reverse pass's sink: a cotangent that can share the held total's loop takes it.
   template <class Leaf, class G>
   void operator()(Leaf const& leaf, G const& ct) {
-    if (held_ && cts_.template add_with_total<Op>(leaf, ct, *held_, value_)) {
-      release();
-      return;
+    if (held_) {
+      switch (cts_.template add_with_total<Op>(leaf, ct, *held_, value_)) {
+        case cotangents::joined::with_total:
+          release();
+          return;
+        case cotangents::joined::apart:
+          return;
+        case cotangents::joined::no:
+          break;
+      }
     }
     cts_(leaf, ct);
   }
@@ -99,11 +106,9 @@ class value_fusing_sink<total_target<Op, T, E>> {
   void finish() {
     if (!held_) return;
     if (!cts_.template queue_total_into<Op>(*held_, value_)) {
-      // Into value_'s buffer (memoize's node holds it) by a loop, which a recording repeats.
+      // Into value_'s buffer, which memoize's node holds.
       std::uint32_t all = (std::uint32_t(1) << held_->shape().size()) - 1;
-      array<T> v = zenith::detail::evaluate_untraced<T>(reduce_node<Op, E>(*held_, all, false));
-      auto ev = make_evaluator(broadcast_to(v, value_.shape()));
-      run_fused(zenith::detail::contiguous_dest(value_), ev, value_.shape());
+      zenith::detail::red::reduce_into<Op>(value_, *held_, all);
     }
     release();
   }

@@ -117,29 +117,33 @@ class cotangents {
     return zenith::detail::queue_total_into<Op>(group_, e, value);
   }
 
+  // How add_with_total took a cotangent.
+  enum class joined { no, apart, with_total };
+
   // Takes ct as the first cotangent of leaf, computed in the same loop as value, the sum or mean
   // of all of e (autodiff/fused_value.hpp): one pass over the inputs for a loss and its
-  // gradient. False, and nothing taken, when the two cannot share a loop (ct is then given to
-  // operator() as any other).
+  // gradient. no: nothing done (ct is then given to operator() as any other); apart: ct taken
+  // but computed on its own (its layout is not one row), the sum not queued.
   template <class Op, element T, expression E, class Leaf, class G>
-  bool add_with_total(Leaf const& leaf, G const& ct, E const& e, array<T>& value) {
+  joined add_with_total(Leaf const& leaf, G const& ct, E const& e, array<T>& value) {
     if constexpr (is_sum_to_node_v<G>) {
-      return !ct.reduces() && add_with_total<Op>(leaf, ct.child, e, value);
+      return ct.reduces() ? joined::no : add_with_total<Op>(leaf, ct.child, e, value);
     } else if constexpr (is_array_v<Leaf> && floating_element<value_t<Leaf>> && !is_array_v<G> &&
                          !barrier_expression<G>) {
       if constexpr (zenith::detail::max_recorded_level >= 1)
-        if (zenith::detail::active_trace()) return false;
+        if (zenith::detail::active_trace()) return joined::no;
       using Tl = value_t<Leaf>;
       buffer const* b = leaf.storage().get();
-      if (!st_->reads_traced(b) || slots<Tl>().find(b)) return false;
+      if (!st_->reads_traced(b) || slots<Tl>().find(b)) return joined::no;
       make_room(std::int64_t(ct.shape().numel()));
-      auto out = array<Tl>::empty(ct.shape());
-      if (!zenith::detail::queue_total_with_store<Op>(group_, e, value, ct, out)) return false;
-      queued_.insert(out.storage().get());
+      auto r = zenith::detail::queue_total_with_store<Op, T, E, Tl>(group_, e, value, ct);
+      if (!r) return joined::no;
+      auto& [out, queued] = *r;
+      if (queued) queued_.insert(out.storage().get());
       slots<Tl>()[b] = std::move(out);
-      return true;
+      return queued ? joined::with_total : joined::apart;
     } else {
-      return false;
+      return joined::no;
     }
   }
 

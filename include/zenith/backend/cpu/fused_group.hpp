@@ -320,15 +320,25 @@ class reduce_loop final : public fused_group::loop {
     g_.count = n;
     blocks_.resize(std::size_t((n + group_block - 1) / group_block));
   }
+  // Coalesces the evaluators; false when either cannot be walked as one row (coalesce_to_row),
+  // and then the store part's evaluator is as built.
   bool prepare(zenith::shape const& s) {
     auto unit = coalesce_to_row(ev_, s);
-    unit_ = unit.value_or(false);
+    if (!unit) return false;
+    unit_ = *unit;
     if constexpr (has_store) {
       auto store_unit = coalesce_to_row(store_.ev, s);
       if (!store_unit) return false;
       unit_ = unit_ && *store_unit;
     }
-    return unit.has_value();
+    return true;
+  }
+
+  // The store part evaluated into out (its shape) by the ordinary fused loop, for a pair that
+  // cannot join a group (after a failed prepare()).
+  template <class Tc>
+  void evaluate_store_into(array<Tc>& out) requires has_store {
+    run_fused(contiguous_dest(out), store_.ev, out.shape());
   }
 
   void set_output(T* out) { out_ = out; }
@@ -457,17 +467,30 @@ void store_into(fused_group& group, array<T>& dst, E const& e) {
   l->evaluate_into(dst);
 }
 
+// A loop for the sum or mean of every element of e, prepared to join the group; null when e
+// cannot join it.
+template <class Op, element T, expression E>
+fused_group::owned<reduce_loop<Op, T, E>> prepared_total(fused_group& group, E const& e) {
+  using L = fused_group::owned<reduce_loop<Op, T, E>>;
+  zenith::shape s = e.shape();
+  std::int64_t n = std::int64_t(s.numel());
+  if (n == 0 || (!group.empty() && group.size() != n)) return L(nullptr, {});
+  auto l = group.template make<reduce_loop<Op, T, E>>(e, nullptr, n);
+  if (!l->prepare(s)) return L(nullptr, {});
+  return l;
+}
+
 // Queues the sum or mean of every element of e into value (one element, already allocated);
 // false, and nothing queued, when e cannot join the group.
 template <class Op, element T, expression E>
 requires(std::is_same_v<Op, ops::reduce_sum> ||
          std::is_same_v<Op, ops::reduce_mean>) bool queue_total_into(fused_group& group, E const& e,
                                                                      array<T>& value) {
-  zenith::shape s = e.shape();
-  std::int64_t n = std::int64_t(s.numel());
-  if (n == 0 || value.size() != 1 || (!group.empty() && group.size() != n)) return false;
-  auto l = group.template make<reduce_loop<Op, T, E>>(e, value.data(), n);
-  if (!l->prepare(s)) return false;
+  if (value.size() != 1) return false;
+  auto l = prepared_total<Op, T>(group, e);
+  if (!l) return false;
+  l->set_output(value.data());
+  std::int64_t n = std::int64_t(e.shape().numel());
   group.add(std::move(l), n);
   return true;
 }
@@ -478,27 +501,30 @@ requires(std::is_same_v<Op, ops::reduce_sum> || std::is_same_v<Op, ops::reduce_m
     std::optional<array<T>> queue_total(fused_group& group, E const& e,
                                         zenith::shape const& out_shape) {
   if (out_shape.numel() != 1) return std::nullopt;
+  auto l = prepared_total<Op, T>(group, e);
+  if (!l) return std::nullopt;
   auto out = array<T>::empty(out_shape);
-  if (!queue_total_into<Op>(group, e, out)) return std::nullopt;
+  l->set_output(out.data());
+  std::int64_t n = std::int64_t(e.shape().numel());
+  group.add(std::move(l), n);
   return out;
 }
 
 // Queues the sum or mean of every element of e into value (one element, already allocated)
-// together with ct_out = ct (of e's size) in the same loop: the value a gradient comes with and
-// one of its cotangents, in one pass over what both read. False, and nothing queued, when the
-// pair cannot share a loop: other sizes, a layout the group cannot walk as one row, or lane types
-// that would put the two on different SIMD grids (each must then get its own loop).
+// together with ct, stored into a fresh array of ct's shape, in the same loop: the value a
+// gradient comes with and one of its cotangents, in one pass over what both read. The flag says
+// whether the pair joined the group; if not, ct was evaluated now, from the evaluator already
+// built (building one computes any barrier or reduced broadcast inside ct). nullopt, and nothing
+// built, when the pair cannot share a loop on its types or sizes: lane types that would put the
+// two on different SIMD grids, or another size.
 template <class Op, element T, expression E, element Tc, expression G>
 requires(std::is_same_v<Op, ops::reduce_sum> ||
-         std::is_same_v<Op, ops::reduce_mean>) bool queue_total_with_store(fused_group& group,
-                                                                           E const& e,
-                                                                           array<T>& value,
-                                                                           G const& ct,
-                                                                           array<Tc>& ct_out) {
+         std::is_same_v<Op, ops::reduce_mean>) std::optional < std::pair < array<Tc>,
+bool >> queue_total_with_store(fused_group& group, E const& e, array<T>& value, G const& ct) {
   using S = store_part<Tc, G>;
   using L = reduce_loop<Op, T, E, S>;
   if constexpr (L::can_simd != S::can_simd) {
-    return false;
+    return std::nullopt;
   } else {
     if constexpr (S::can_simd) {
       using Lane = compute_t<value_t<E>>;
@@ -506,18 +532,21 @@ requires(std::is_same_v<Op, ops::reduce_sum> ||
       // run_row's four-batch stores, and one lane width for both outputs.
       if constexpr (!std::is_same_v<Tc, typename S::Ev::compute_type> ||
                     xsimd::batch<Lane>::size != xsimd::batch<StoreLane>::size)
-        return false;
+        return std::nullopt;
     }
     zenith::shape s = e.shape();
     std::int64_t n = std::int64_t(s.numel());
-    if (n == 0 || value.size() != 1 || std::int64_t(ct.shape().numel()) != n ||
-        ct_out.shape() != ct.shape() || (!group.empty() && group.size() != n))
-      return false;
+    if (n == 0 || value.size() != 1 || ct.shape() != s || (!group.empty() && group.size() != n))
+      return std::nullopt;
     auto l = group.template make<L>(e, value.data(), n, S(ct));
-    if (ct.shape() != s || !l->prepare(s)) return false;
-    l->set_store_output(ct_out.data());
+    auto out = array<Tc>::empty(s);
+    if (!l->prepare(s)) {
+      l->evaluate_store_into(out);
+      return std::pair{std::move(out), false};
+    }
+    l->set_store_output(out.data());
     group.add(std::move(l), n);
-    return true;
+    return std::pair{std::move(out), true};
   }
 }
 
