@@ -515,8 +515,8 @@ requires(std::is_same_v<Op, ops::reduce_sum> || std::is_same_v<Op, ops::reduce_m
 // gradient comes with and one of its cotangents, in one pass over what both read. The flag says
 // whether the pair joined the group; if not, ct was evaluated now, from the evaluator already
 // built (building one computes any barrier or reduced broadcast inside ct). nullopt, and nothing
-// built, when the pair cannot share a loop on its types or sizes: lane types that would put the
-// two on different SIMD grids, or another size.
+// built, when the pair does not share a loop on its types or sizes: lane types that would put
+// the two on different SIMD grids, another size, or a group large enough to run in pieces.
 template <class Op, element T, expression E, element Tc, expression G>
 requires(std::is_same_v<Op, ops::reduce_sum> ||
          std::is_same_v<Op, ops::reduce_mean>) std::optional < std::pair < array<Tc>,
@@ -536,7 +536,11 @@ bool >> queue_total_with_store(fused_group& group, E const& e, array<T>& value, 
     }
     zenith::shape s = e.shape();
     std::int64_t n = std::int64_t(s.numel());
-    if (n == 0 || value.size() != 1 || ct.shape() != s || (!group.empty() && group.size() != n))
+    // Above whole_blocks_up_to the group runs in pieces, where each loop's stores drain while
+    // the next loop computes (group_piece.hpp); the shared loop is kept to the whole-block sizes
+    // it was measured at (bench/fastad_suite, N <= 16384).
+    if (n == 0 || n > whole_blocks_up_to || value.size() != 1 || ct.shape() != s ||
+        (!group.empty() && group.size() != n))
       return std::nullopt;
     auto l = group.template make<L>(e, value.data(), n, S(ct));
     auto out = array<Tc>::empty(s);
