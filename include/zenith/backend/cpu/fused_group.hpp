@@ -467,9 +467,13 @@ void store_into(fused_group& group, array<T>& dst, E const& e) {
   l->evaluate_into(dst);
 }
 
+// The reductions a group's loop computes: a sum or a mean of every element.
+template <class Op>
+concept sum_or_mean = std::is_same_v<Op, ops::reduce_sum> || std::is_same_v<Op, ops::reduce_mean>;
+
 // A loop for the sum or mean of every element of e, prepared to join the group; null when e
 // cannot join it.
-template <class Op, element T, expression E>
+template <sum_or_mean Op, element T, expression E>
 fused_group::owned<reduce_loop<Op, T, E>> prepared_total(fused_group& group, E const& e) {
   using L = fused_group::owned<reduce_loop<Op, T, E>>;
   zenith::shape s = e.shape();
@@ -482,10 +486,8 @@ fused_group::owned<reduce_loop<Op, T, E>> prepared_total(fused_group& group, E c
 
 // Queues the sum or mean of every element of e into value (one element, already allocated);
 // false, and nothing queued, when e cannot join the group.
-template <class Op, element T, expression E>
-requires(std::is_same_v<Op, ops::reduce_sum> ||
-         std::is_same_v<Op, ops::reduce_mean>) bool queue_total_into(fused_group& group, E const& e,
-                                                                     array<T>& value) {
+template <sum_or_mean Op, element T, expression E>
+bool queue_total_into(fused_group& group, E const& e, array<T>& value) {
   if (value.size() != 1) return false;
   auto l = prepared_total<Op, T>(group, e);
   if (!l) return false;
@@ -496,10 +498,9 @@ requires(std::is_same_v<Op, ops::reduce_sum> ||
 }
 
 // Queues the sum or mean of every element of e (out: one element, of the reduction's shape).
-template <class Op, element T, expression E>
-requires(std::is_same_v<Op, ops::reduce_sum> || std::is_same_v<Op, ops::reduce_mean>)
-    std::optional<array<T>> queue_total(fused_group& group, E const& e,
-                                        zenith::shape const& out_shape) {
+template <sum_or_mean Op, element T, expression E>
+std::optional<array<T>> queue_total(fused_group& group, E const& e,
+                                    zenith::shape const& out_shape) {
   if (out_shape.numel() != 1) return std::nullopt;
   auto l = prepared_total<Op, T>(group, e);
   if (!l) return std::nullopt;
@@ -517,10 +518,11 @@ requires(std::is_same_v<Op, ops::reduce_sum> || std::is_same_v<Op, ops::reduce_m
 // built (building one computes any barrier or reduced broadcast inside ct). nullopt, and nothing
 // built, when the pair does not share a loop on its types or sizes: lane types that would put
 // the two on different SIMD grids, another size, or a group large enough to run in pieces.
-template <class Op, element T, expression E, element Tc, expression G>
-requires(std::is_same_v<Op, ops::reduce_sum> ||
-         std::is_same_v<Op, ops::reduce_mean>) std::optional < std::pair < array<Tc>,
-bool >> queue_total_with_store(fused_group& group, E const& e, array<T>& value, G const& ct) {
+template <element Tc>
+using joined_store = std::optional<std::pair<array<Tc>, bool>>;
+template <sum_or_mean Op, element T, expression E, element Tc, expression G>
+joined_store<Tc> queue_total_with_store(fused_group& group, E const& e, array<T>& value,
+                                        G const& ct) {
   using S = store_part<Tc, G>;
   using L = reduce_loop<Op, T, E, S>;
   if constexpr (L::can_simd != S::can_simd) {
