@@ -75,7 +75,7 @@ class value_fusing_sink<total_target<Op, T, E>> {
   template <class Op2, element T2, expression E2>
   std::optional<array<T2>> queue_total(E2 const& e, zenith::shape const& s) {
     if constexpr (std::is_same_v<Op2, Op> && std::is_same_v<T2, T> && std::is_same_v<E2, E>) {
-      if (!held_ && !taken_ && s.numel() == 1 && e.shape().numel() > 0) {
+      if (!held_ && s.numel() == 1 && e.shape().numel() > 0) {
         held_.emplace(e);
         value_ = array<T>::empty(s);
         return value_;
@@ -90,7 +90,7 @@ class value_fusing_sink<total_target<Op, T, E>> {
     if (held_) {
       switch (cts_.template add_with_total<Op>(leaf, ct, *held_, value_)) {
         case cotangents::joined::with_total:
-          release();
+          held_.reset();
           return;
         case cotangents::joined::apart:
           return;
@@ -110,19 +110,14 @@ class value_fusing_sink<total_target<Op, T, E>> {
       std::uint32_t all = (std::uint32_t(1) << held_->shape().size()) - 1;
       zenith::detail::red::reduce_into<Op>(value_, *held_, all);
     }
-    release();
+    held_.reset();
   }
 
  private:
-  void release() {
-    held_.reset();
-    taken_ = true;
-  }
-
+  // memoize hands every sum to queue_total before the reverse pass starts: at most one is held.
   cotangents& cts_;
   std::optional<E> held_;
   array<T> value_;
-  bool taken_ = false;  // one total per pass is held back
 };
 
 }  // namespace zenith::autodiff

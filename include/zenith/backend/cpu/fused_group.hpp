@@ -276,9 +276,10 @@ struct store_part {
 
   explicit store_part(G g) : expr(std::move(g)), ev(make_evaluator(expr)) {}
 
-  // Writes through a runner's copy of the evaluator, with row access A. Each row gets a local
-  // copy of it (row()): the stores then cannot alias what the evaluator holds (its scalars), so
-  // the compiler keeps those in registers instead of reloading them after every store.
+  // Writes with row access A. Each row gets its own copy of the evaluator (row()), as each
+  // piece gets one of store_loop's: the stores then cannot alias what the evaluator holds (its
+  // scalars), so the compiler keeps those in registers instead of reloading them after every
+  // store.
   template <row_access A>
   struct cursor {
     Ev const& ev;
@@ -293,10 +294,7 @@ struct store_part {
     row_writer row() const { return {ev, out}; }
   };
 };
-struct no_store_part {
-  using value_type = void;
-  using Ev = red::no_side_store;
-};
+struct no_store_part {};
 
 // A whole-array sum or mean of e, written to out[0] when the group finishes; with a store_part S,
 // also S's elementwise output.
@@ -360,8 +358,7 @@ class reduce_loop final : public fused_group::loop {
   }
   void run(std::int64_t lo, std::int64_t hi) override {
     Ev ev = ev_;
-    typename S::Ev sev = side_ev();
-    run_piece(ev, sev, lo, hi);
+    run_piece(ev, lo, hi);
   }
 
   // The block results combined in reduce.hpp's pairwise tree (split at lo + (hi - lo) / 2, cut
@@ -382,24 +379,16 @@ class reduce_loop final : public fused_group::loop {
  private:
   static constexpr std::size_t max_depth = 64;  // deeper than any tree of blocks
 
-  typename S::Ev side_ev() const {
-    if constexpr (has_store)
-      return store_.ev;
-    else
-      return {};
-  }
-
   struct piece_runner final : fused_group::runner {
     reduce_loop& loop;
     Ev ev;
-    typename S::Ev sev;
-    explicit piece_runner(reduce_loop& l) : loop(l), ev(l.ev_), sev(l.side_ev()) {}
-    void run(std::int64_t lo, std::int64_t hi) override { loop.run_piece(ev, sev, lo, hi); }
+    explicit piece_runner(reduce_loop& l) : loop(l), ev(l.ev_) {}
+    void run(std::int64_t lo, std::int64_t hi) override { loop.run_piece(ev, lo, hi); }
   };
 
   // Adds elements [lo, hi) to their block's sum, and stores the store part's elements (flattened,
   // as store_loop's).
-  [[gnu::flatten]] void run_piece(Ev& ev, typename S::Ev& sev, std::int64_t lo, std::int64_t hi) {
+  [[gnu::flatten]] void run_piece(Ev& ev, std::int64_t lo, std::int64_t hi) {
     std::array<std::int64_t, max_rank> idx{};
     auto& acc = blocks_[std::size_t(lo / group_block)];
     if (lo % group_block == 0) acc = {};
@@ -407,22 +396,22 @@ class reduce_loop final : public fused_group::loop {
       if (simd_enabled()) {
         if (unit_)
           return red::accumulate_a<Op, K, true, true>(acc, ev, g_, idx.data(), lo, hi,
-                                                      side<row_access::unit>(sev));
+                                                      side<row_access::unit>());
         return red::accumulate_a<Op, K, true, false>(acc, ev, g_, idx.data(), lo, hi,
-                                                     side<row_access::unit_or_broadcast>(sev));
+                                                     side<row_access::unit_or_broadcast>());
       }
     }
     red::accumulate_a<Op, K, false, false>(acc, ev, g_, idx.data(), lo, hi,
-                                           side<row_access::strided>(sev));
+                                           side<row_access::strided>());
   }
 
   // What accumulate_a writes beside the sum: the store part through row access Acc, or nothing.
   template <row_access Acc>
-  auto side(typename S::Ev& sev) const {
+  auto side() const {
     if constexpr (has_store)
-      return typename S::template cursor<Acc>{sev, store_.out};
+      return typename S::template cursor<Acc>{store_.ev, store_.out};
     else
-      return sev;
+      return red::no_side_store{};
   }
 
   E expr_;
