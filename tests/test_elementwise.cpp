@@ -626,3 +626,27 @@ TEST_CASE("round is half to even, floor and ceil at the edges", "[elementwise]")
     CHECK(rf(5) == -2.f);
   }
 }
+
+TEST_CASE("threads sharing a strided loop each walk their own rows", "[elementwise][threads]") {
+  // A transposed operand: every thread's evaluator keeps its own row position, so the threads'
+  // shares of the rows must not see each other's (each thread a private copy of the evaluator).
+  std::size_t rows = 1001, cols = 997;
+  std::vector<float> src(rows * cols);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = float(i % 1009) * 0.001f - 0.5f;
+  zn::array<float> m({rows, cols}, src);
+  std::size_t saved = zn::get_num_threads();
+  for (std::size_t threads : {1, 2, 3, 4}) {
+    zn::set_num_threads(threads);
+    zn::array<float> t = zn::exp(zn::transpose(m)) * 0.5f;
+    zn::set_num_threads(saved);
+    REQUIRE(t.shape() == zn::shape{cols, rows});
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < cols; ++i)
+      for (std::size_t j = 0; j < rows; ++j) {
+        double want = std::exp(double(src[j * cols + i])) * 0.5;
+        if (std::abs(t(i, j) - want) > 1e-6 * want) ++wrong;
+      }
+    INFO(threads << " threads");
+    CHECK(wrong == 0);
+  }
+}

@@ -22,6 +22,7 @@
 // gradient the rule would silently drop) is an error; pass it as an argument instead. Under jvp a
 // custom_vjp function is an error too: it has no forward-mode rule.
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -150,6 +151,20 @@ void point_args_at(A& a, std::vector<void const*> const& ps, std::size_t& k) {
     });
 }
 
+// v (of shape s) written into out, row-major: an array of T (always dense and row-major) by a
+// plain copy, which on the few elements of a replayed rule costs a tenth of building and
+// running a fused loop; anything else by the fused loop.
+template <class T, class V>
+void write_into(T* out, V const& v, zenith::shape const& s) {
+  if constexpr (std::is_same_v<std::remove_cvref_t<V>, array<T>>) {
+    if (v.data() != out) std::memmove(out, v.data(), v.size() * sizeof(T));
+  } else {
+    auto x = convert<T>(v);
+    auto ev = make_evaluator(x);
+    run_fused(dest_view<T>{out, row_major_strides(s)}, ev, s);
+  }
+}
+
 // fwd(args...) as a step: its output is written into the recording's buffer out, its residuals
 // are kept in `result` for the rule's step.
 template <class T, class Fwd, class R, class... A>
@@ -165,12 +180,11 @@ struct custom_fwd_step {
     std::size_t k = 0;
     std::apply([&](auto&... a) { (point_args_at(a, reads, k), ...); }, args);
     result->emplace(std::apply(*fwd, std::as_const(args)));
-    auto value = convert<T>(std::get<0>(**result));
+    auto const& value = std::get<0>(**result);
     if (value.shape() != shape)
       throw shape_error("custom_vjp: fwd returned an output of shape " + value.shape().str() +
                         " where it had returned " + shape.str());
-    auto ev = make_evaluator(value);
-    run_fused(dest_view<T>{out, row_major_strides(shape)}, ev, shape);
+    write_into(out, value, shape);
   }
   void pointers(pointer_list& l) {
     l.writes(out);
@@ -187,10 +201,7 @@ void write_custom_cotangent(A const& arg, G const& ct, std::vector<void*> const&
     if (ct.shape() != arg.shape())
       throw shape_error("custom_vjp: bwd returned a cotangent of shape " + ct.shape().str() +
                         " for an argument of shape " + arg.shape().str());
-    auto x = convert<V>(ct);
-    auto ev = make_evaluator(x);
-    run_fused(dest_view<V>{static_cast<V*>(ps[k++]), row_major_strides(arg.shape())}, ev,
-              arg.shape());
+    write_into(static_cast<V*>(ps[k++]), ct, arg.shape());
   } else if constexpr (tree_node<A>::known) {
     std::vector<void const*> leaves;
     for_each_leaf(ct, [&](auto const& l) { leaves.push_back(&l); });

@@ -46,8 +46,10 @@ class fused_group {
     virtual ~loop() = default;
     // A runner for a share of several pieces.
     virtual std::unique_ptr<runner> start() = 0;
-    // One piece alone (a group of one piece needs no runner).
-    virtual void run(std::int64_t lo, std::int64_t hi) = 0;
+    // One piece alone (a group of one piece needs no runner). alone: no other thread runs the
+    // loop meanwhile, so a short one may run on its own evaluator (in_place_up_to, in
+    // fused_loop.hpp) instead of a copy.
+    virtual void run(std::int64_t lo, std::int64_t hi, bool alone) = 0;
     // After every block has run.
     virtual void finish() {}
     // Its pointers, for a recording (core/recording.hpp).
@@ -121,12 +123,12 @@ class fused_group {
       std::int64_t blocks = (n + group_block - 1) / group_block;
       std::uint64_t pass = next_group_pass();
       std::int64_t step = n > whole_blocks_up_to ? group_step : group_block;
-      auto body = [&](std::int64_t b0, std::int64_t b1) {
+      auto body = [&](std::int64_t b0, std::int64_t b1, bool alone) {
         piece_scope scope(pass);
         std::int64_t lo = b0 * group_block, end = std::min(n, b1 * group_block);
         if (end - lo <= step) {
           scope.enter(lo, end);
-          for (auto& l : loops) l->run(lo, end);
+          for (auto& l : loops) l->run(lo, end, alone && end - lo <= in_place_up_to);
           return;
         }
         std::vector<std::unique_ptr<runner>> runners;
@@ -140,14 +142,14 @@ class fused_group {
       };
       std::size_t threads = thread_pool::instance().size();
       if (threads <= 1 || std::size_t(n) < parallel_threshold() || blocks == 1) {
-        body(0, blocks);
+        body(0, blocks, true);
       } else {
         // At least 4 tasks per thread, so that a thread slowed down leaves its share to others.
         std::int64_t per_task = std::max<std::int64_t>(1, blocks / std::int64_t(4 * threads));
         std::int64_t tasks = (blocks + per_task - 1) / per_task;
         thread_pool::instance().parallel_for(std::size_t(tasks), [&](std::size_t t) {
           std::int64_t b0 = std::int64_t(t) * per_task;
-          body(b0, std::min(blocks, b0 + per_task));
+          body(b0, std::min(blocks, b0 + per_task), false);
         });
       }
       for (auto& l : loops) l->finish();
@@ -227,7 +229,8 @@ class store_loop final : public fused_group::loop {
     l.writes(out_);
     l.reads_leaves(ev_);
   }
-  void run(std::int64_t lo, std::int64_t hi) override {
+  void run(std::int64_t lo, std::int64_t hi, bool alone) override {
+    if (alone) return run_piece(ev_, out_, unit_, lo, hi);
     Ev ev = ev_;
     run_piece(ev, out_, unit_, lo, hi);
   }
@@ -356,7 +359,8 @@ class reduce_loop final : public fused_group::loop {
       l.reads_leaves(store_.ev);
     }
   }
-  void run(std::int64_t lo, std::int64_t hi) override {
+  void run(std::int64_t lo, std::int64_t hi, bool alone) override {
+    if (alone) return run_piece(ev_, lo, hi);
     Ev ev = ev_;
     run_piece(ev, lo, hi);
   }

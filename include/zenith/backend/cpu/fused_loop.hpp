@@ -183,13 +183,19 @@ inline constexpr bool fused_simd_v =
 // handed out in whole blocks, so a piece of a row always starts at a multiple of grain.
 inline constexpr std::int64_t grain = 64;
 
-// Walks flat elements [lo, hi) of the coalesced space; lo is a row start or a multiple of grain
-// inside a row. A is what every leaf's inner stride is known to be (and the destination's is 1
-// unless A is strided).
+// Loops over at most this many elements that run on one thread run on their step's own
+// evaluator (fused_step::run) instead of a private copy: copying a gradient's evaluator (a few
+// hundred bytes, a reference count per kept buffer) cost a fifth of a replayed
+// stochastic_volatility at one element (bench/RESULTS.md), and on a short loop the copy's one
+// gain, that stores cannot alias it, is worth nothing.
+inline constexpr std::int64_t in_place_up_to = 4096;
+
+// Walks flat elements [lo, hi) of the coalesced space on ev; lo is a row start or a multiple of
+// grain inside a row. A is what every leaf's inner stride is known to be (and the destination's
+// is 1 unless A is strided).
 template <bool Simd, row_access A, class T, class Ev>
-void run_range(dest_view<T> const& dst, Ev const& ev_in, loop_space const& ls, std::int64_t lo,
+void run_range(dest_view<T> const& dst, Ev& ev, loop_space const& ls, std::int64_t lo,
                std::int64_t hi) {
-  Ev ev = ev_in;  // a private copy: its address never escapes, so stores cannot alias it
   std::size_t r = ls.rank;
   std::int64_t n = ls.dims[r - 1];
   std::array<std::int64_t, max_rank> idx{};
@@ -232,28 +238,26 @@ namespace detail {
 // a recording keeps of it (core/recording.hpp).
 template <class T, class Ev>
 struct fused_step {
+  // Ev may be a reference (run_fused outside a recording); a copy is always of the evaluator.
+  using evaluator = std::remove_cvref_t<Ev>;
+
   dest_view<T> dst;
   Ev ev;
   loop_space ls;
   bool unit = false, broadcast = false;
 
   void run() {
-    constexpr bool can_simd = fused_simd_v<T, std::remove_cvref_t<Ev>>;
-    bool simd = can_simd && simd_enabled();
+    // On a private copy of ev: its address never escapes, so stores cannot alias it, and
+    // threads can share ev.
     auto range = [&](std::int64_t lo, std::int64_t hi) {
-      if constexpr (can_simd) {
-        if (simd) {
-          if (!unit) return run_range<true, row_access::strided>(dst, ev, ls, lo, hi);
-          if (broadcast) return run_range<true, row_access::unit_or_broadcast>(dst, ev, ls, lo, hi);
-          return run_range<true, row_access::unit>(dst, ev, ls, lo, hi);
-        }
-      }
-      run_range<false, row_access::strided>(dst, ev, ls, lo, hi);
+      evaluator copy = ev;
+      range_on(copy, lo, hi);
     };
 
     std::int64_t total = std::int64_t(ls.total);
     std::size_t threads = thread_pool::instance().size();
-    if (std::size_t(total) < parallel_threshold() || threads <= 1) return range(0, total);
+    if (std::size_t(total) < parallel_threshold() || threads <= 1)
+      return total <= in_place_up_to ? range_on(ev, 0, total) : range(0, total);
 
     // Blocks of `grain` elements, grouped into tasks of about elements_per_task elements (at
     // least 4 tasks per thread); the pool hands tasks to whichever thread is free, so a thread
@@ -275,6 +279,19 @@ struct fused_step {
   void pointers(pointer_list& l) {
     l.writes(dst.base);
     l.reads_leaves(ev);
+  }
+
+ private:
+  // Elements [lo, hi) evaluated by e (ev or a copy of it) on the loop's path.
+  void range_on(evaluator& e, std::int64_t lo, std::int64_t hi) {
+    if constexpr (fused_simd_v<T, evaluator>) {
+      if (simd_enabled()) {
+        if (!unit) return run_range<true, row_access::strided>(dst, e, ls, lo, hi);
+        if (broadcast) return run_range<true, row_access::unit_or_broadcast>(dst, e, ls, lo, hi);
+        return run_range<true, row_access::unit>(dst, e, ls, lo, hi);
+      }
+    }
+    run_range<false, row_access::strided>(dst, e, ls, lo, hi);
   }
 };
 
