@@ -15,7 +15,8 @@
 #include "backend/cpu/matmul.hpp"
 #include "backend/cpu/reduce.hpp"
 #include "backend/cpu/softmax.hpp"
-#include "backend/cuda/driver.hpp"  // zenith::cuda(i): the driver is opened at run time
+#include "backend/cuda/device_memory.hpp"  // arrays on CUDA devices: .to(zenith::cuda(i))
+#include "backend/cuda/driver.hpp"         // zenith::cuda(i): the driver is opened at run time
 #include "core/array.hpp"
 #include "core/creation.hpp"
 #include "core/dtype.hpp"

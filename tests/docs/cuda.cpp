@@ -28,7 +28,25 @@ void kernel_source() {
   CHECK(k.text.find("sin(") != std::string::npos && k.text.find("exp(") != std::string::npos);
 }
 
+void device_arrays() {
+  // [doc:cuda-device-arrays]
+  zn::array<float> x({3}, {1.f, 2.f, 3.f});
+  if (zn::cuda_backend::device_count() > 0) {
+    zn::device gpu = zn::cuda(0);
+    zn::array<float> d = x.to(gpu);                  // a copy in device memory
+    zn::array<float> o = zn::ones<float>({3}, gpu);  // creation on a device: full, zeros, ones
+    CHECK(d.device() == gpu && o.device() == gpu);
+    zn::array<float> back = d.to(zn::cpu);  // and back; a copy, done when to() returns
+    CHECK(zn::allclose(back, x));
+    zn::memory_stats s = zn::cuda_memory_stats(0);  // as zn::cpu_memory_stats()
+    CHECK(s.bytes_in_use >= 2 * 3 * sizeof(float));
+  }
+  CHECK(x.to(zn::cpu).data() == x.data());  // already there: the same array, no copy
+  // [/doc:cuda-device-arrays]
+}
+
 int main() {
   kernel_source();
+  device_arrays();
   std::puts("docs/cuda.md: ok");
 }

@@ -51,8 +51,10 @@ class array : public expr_base {
     std::copy(values.begin(), values.end(), ptr_);
     detail::note_host_written(ptr_, values.size());
   }
-  // Uninitialised storage of the given shape (used by the factories and evaluators).
+  // Uninitialised storage of the given shape (used by the factories and evaluators), on the CPU
+  // or on device d.
   static array empty(zenith::shape s) { return array(s); }
+  static array empty(zenith::shape s, zenith::device d) { return array(s, d); }
 
   array(array const&) = default;
   array(array&&) noexcept = default;
@@ -76,15 +78,28 @@ class array : public expr_base {
   std::size_t ndim() const { return shape_.size(); }
   std::size_t size() const { return shape_.numel(); }
   zenith::device device() const { return buf_ ? buf_->where() : cpu; }
+
+  // This array on device d: itself when it is there already, else a copy there (which returns
+  // when the copy is done). zenith::cpu brings a device array's values back to the host.
+  array to(zenith::device d) const {
+    zenith::device from = device();
+    if (d == from) return *this;
+    array out(shape_, d);
+    if (std::size_t bytes = size() * sizeof(T))
+      memory_of(from == cpu ? d : from).copy(out.ptr_, d, ptr_, from, bytes);
+    return out;
+  }
   T* data() { return ptr_; }
   T const* data() const { return ptr_; }
 
   template <std::integral... I>
   T& operator()(I... idx) {
+    on_host("array()");
     return ptr_[offset_of(idx...)];
   }
   template <std::integral... I>
   T const& operator()(I... idx) const {
+    on_host("array()");
     return ptr_[offset_of(idx...)];
   }
 
@@ -93,6 +108,7 @@ class array : public expr_base {
     if (size() != 1)
       throw value_error("item: array of shape " + shape_.str() + " has " + std::to_string(size()) +
                         " elements, not 1");
+    on_host("item");
     return ptr_[0];
   }
 
@@ -120,6 +136,17 @@ class array : public expr_base {
       : buf_(buffer::allocate(s.numel() * sizeof(T))),
         ptr_(static_cast<T*>(buf_->data())),
         shape_(s) {}
+  array(zenith::shape s, zenith::device d)
+      : buf_(buffer::allocate(s.numel() * sizeof(T), d)),
+        ptr_(static_cast<T*>(buf_->data())),
+        shape_(s) {}
+
+  // Element access reads host memory: an array on a device must come back first.
+  void on_host(char const* what) const {
+    if (zenith::device d = device(); d != cpu)
+      throw device_error(std::string(what) + ": array of shape " + shape_.str() + " is on " +
+                         d.str() + "; read it on the host with .to(zenith::cpu)");
+  }
 
   void check_count(std::size_t n) const {
     if (n != size())

@@ -1,11 +1,13 @@
 #pragma once
 // A block of memory an array points into, shared by reference count. Either owned (from the
-// caching allocator) or borrowed (zenith::view over a caller's pointer, never freed by zenith).
+// CPU's caching allocator, or another device's through core/device_memory.hpp) or borrowed
+// (zenith::view over a caller's pointer, never freed by zenith).
 #include <cstddef>
 #include <memory>
 
 #include "allocator.hpp"
 #include "device.hpp"
+#include "device_memory.hpp"
 #include "recording.hpp"
 
 namespace zenith {
@@ -16,8 +18,11 @@ class buffer {
     auto b = std::make_shared<buffer>(key{});
     b->bytes_ = bytes;
     b->device_ = dev;
+    if (dev != cpu) b->memory_ = &memory_of(dev);
+    if (bytes)
+      b->data_ =
+          b->memory_ ? b->memory_->allocate(dev, bytes) : cpu_allocator::instance().allocate(bytes);
     b->owned_ = true;
-    b->data_ = bytes ? cpu_allocator::instance().allocate(bytes) : nullptr;
     // A recording keeps what it allocated: its steps point into it (core/recording.hpp).
     if (detail::recording* r = detail::active_recording()) r->allocated.push_back(b);
     return b;
@@ -48,7 +53,11 @@ class buffer {
   buffer(buffer const&) = delete;
   buffer& operator=(buffer const&) = delete;
   ~buffer() {
-    if (owned_ && data_) cpu_allocator::instance().deallocate(data_, bytes_);
+    if (!owned_ || !data_) return;
+    if (memory_)
+      memory_->deallocate(device_, data_, bytes_);
+    else
+      cpu_allocator::instance().deallocate(data_, bytes_);
   }
 
   void* data() const { return data_; }
@@ -61,7 +70,8 @@ class buffer {
   std::size_t bytes_ = 0;
   device device_ = cpu;
   bool owned_ = false;
-  std::shared_ptr<buffer> keep_;  // what an alias borrows from
+  device_memory const* memory_ = nullptr;  // where an owned block on another device goes back
+  std::shared_ptr<buffer> keep_;           // what an alias borrows from
 };
 
 }  // namespace zenith

@@ -8,19 +8,20 @@
 
 namespace zenith {
 
+// On the CPU, or on device d (filled on the host, then copied there).
 template <element T>
-array<T> full(shape s, T value) {
+array<T> full(shape s, T value, device d = cpu) {
   auto a = array<T>::empty(s);
   detail::fill_values(a.data(), a.size(), value);
-  return a;
+  return d == cpu ? a : a.to(d);
 }
 template <element T>
-array<T> zeros(shape s) {
-  return full<T>(s, T(0));
+array<T> zeros(shape s, device d = cpu) {
+  return full<T>(s, T(0), d);
 }
 template <element T>
-array<T> ones(shape s) {
-  return full<T>(s, T(1));
+array<T> ones(shape s, device d = cpu) {
+  return full<T>(s, T(1), d);
 }
 
 // Values start, start + step, ... below stop (above it for a negative step).

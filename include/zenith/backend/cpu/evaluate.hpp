@@ -133,9 +133,29 @@ array<T> evaluate_unrecorded(E const& e, std::string_view rule) {
   return evaluate_untraced<T>(e);
 }
 
+// Throws device_error when e reads arrays on more than one device, naming two of them.
+template <expression E>
+void check_one_device(E const& e) {
+  bool first = true;
+  device d0 = cpu;
+  zenith::shape s0;
+  e.for_each_array([&](auto const& a) {
+    if (first) {
+      first = false;
+      d0 = a.device();
+      s0 = a.shape();
+    } else if (a.device() != d0) {
+      throw device_error("zenith: an expression mixes an array of shape " + s0.str() + " on " +
+                         d0.str() + " with one of shape " + a.shape().str() + " on " +
+                         a.device().str() + "; move them to one device with .to(device)");
+    }
+  });
+}
+
 // e as an array, as user code materializes it: recorded on the tape when a trace reads it.
 template <element T, expression E>
 array<T> evaluate_as(E const& e) {
+  check_one_device(e);
   return evaluate_at_level<T, 0>(e);
 }
 
@@ -224,6 +244,7 @@ void print_value(std::ostream& os, T v) {
 
 template <element T>
 void print_array(std::ostream& os, array<T> const& a) {
+  if (a.device() != cpu) return print_array(os, a.to(cpu));  // printed from a host copy
   std::size_t r = a.ndim();
   if (r == 0) {
     print_value(os, a.data()[0]);

@@ -296,6 +296,16 @@ evaluator_t<E> make_evaluator(E const& e) {
   return evaluator_for<std::remove_cvref_t<E>>::build(e);
 }
 
+// The CPU backend reads host memory only.
+[[noreturn]] inline void not_on_cpu(device d, zenith::shape const& s) {
+  throw device_error("zenith: an expression reads an array of shape " + s.str() + " on " + d.str() +
+                     "; the CPU backend evaluates arrays on the CPU only, and this build cannot "
+                     "evaluate expressions on " +
+                     d.str() +
+                     " yet (bring it back with "
+                     ".to(zenith::cpu))");
+}
+
 template <class E>
 requires dense_leaf<E>
 struct evaluator_for<E> {
@@ -304,6 +314,7 @@ struct evaluator_for<E> {
     void const* src = nullptr;
     if constexpr (requires { e.storage(); }) {
       src = e.storage().get();
+      if (src && e.storage()->where() != cpu) not_on_cpu(e.storage()->where(), e.shape());
     } else {
       // A leaf without a buffer (a fixed-size tensor) lives in the expression, which a
       // recording outlives: the recording reads a copy of it instead (core/recording.hpp).

@@ -9,6 +9,7 @@
 // loader failure. This header needs no CUDA header or library.
 #include <dlfcn.h>
 
+#include <cstddef>
 #include <string>
 #include <type_traits>
 
@@ -26,6 +27,20 @@ struct driver_api {
   result (*device_count)(int* count) = nullptr;
   result (*error_name)(result r, char const** name) = nullptr;
   result (*error_string)(result r, char const** text) = nullptr;
+  // Contexts and memory (CUcontext is a pointer, CUdeviceptr a 64-bit integer).
+  using context = void*;
+  using deviceptr = unsigned long long;
+  result (*device_get)(int* dev, int ordinal) = nullptr;
+  result (*primary_ctx_retain)(context* ctx, int dev) = nullptr;
+  result (*ctx_set_current)(context ctx) = nullptr;
+  result (*mem_alloc)(deviceptr* p, std::size_t bytes) = nullptr;
+  result (*mem_free)(deviceptr p) = nullptr;
+  result (*mem_get_info)(std::size_t* free, std::size_t* total) = nullptr;
+  result (*memcpy_htod)(deviceptr dst, void const* src, std::size_t bytes) = nullptr;
+  result (*memcpy_dtoh)(void* dst, deviceptr src, std::size_t bytes) = nullptr;
+  result (*memcpy_dtod)(deviceptr dst, deviceptr src, std::size_t bytes) = nullptr;
+  result (*memcpy_peer)(deviceptr dst, context dst_ctx, deviceptr src, context src_ctx,
+                        std::size_t bytes) = nullptr;
   std::string missing;  // why the driver is unusable; empty when it is usable
 };
 
@@ -58,6 +73,16 @@ inline driver_api load_driver() {
   sym(d.device_count, "cuDeviceGetCount");
   sym(d.error_name, "cuGetErrorName");
   sym(d.error_string, "cuGetErrorString");
+  sym(d.device_get, "cuDeviceGet");
+  sym(d.primary_ctx_retain, "cuDevicePrimaryCtxRetain");
+  sym(d.ctx_set_current, "cuCtxSetCurrent");
+  sym(d.mem_alloc, "cuMemAlloc_v2");
+  sym(d.mem_free, "cuMemFree_v2");
+  sym(d.mem_get_info, "cuMemGetInfo_v2");
+  sym(d.memcpy_htod, "cuMemcpyHtoD_v2");
+  sym(d.memcpy_dtoh, "cuMemcpyDtoH_v2");
+  sym(d.memcpy_dtod, "cuMemcpyDtoD_v2");
+  sym(d.memcpy_peer, "cuMemcpyPeer");
   if (!d.missing.empty()) return d;
   if (int r = d.init(0); r != 0) {
     d.missing = "the CUDA driver did not initialize (" + driver_error_text(d, r) + ")";

@@ -1,0 +1,161 @@
+#pragma once
+// Memory on CUDA devices: each device's caching allocator (core/caching_allocator.hpp, the same
+// policy and statistics as the CPU's) over the driver's cuMemAlloc, and copies between devices
+// and the host. Installed as the core's CUDA memory (core/device_memory.hpp) by including this
+// header, which zenith/zenith.hpp does.
+//
+//   zn::array<float> a = x.to(zn::cuda(0));     // host -> device
+//   zn::array<float> h = a.to(zn::cpu);         // device -> host
+//   zn::memory_stats s = zn::cuda_memory_stats(0);
+//
+// Work on a device runs on one stream, the driver's default, in order; so a block freed into the
+// cache may be handed out again at once: whatever reads it later is ordered after whatever used
+// it before.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "../../core/caching_allocator.hpp"
+#include "../../core/device_memory.hpp"
+#include "driver.hpp"
+
+namespace zenith {
+
+namespace cuda_backend {
+
+inline constexpr int max_devices = 64;
+
+namespace detail {
+
+[[noreturn]] inline void fail(std::string const& what, int r) {
+  throw device_error(what + " failed (" + detail::driver_error_text(driver(), r) + ")");
+}
+
+// Device i's primary context, retained on first use and made current on the calling thread
+// before each driver call.
+struct device_context {
+  int index = 0;
+  driver_api::context ctx = nullptr;
+
+  void make_current() const {
+    if (int r = driver().ctx_set_current(ctx); r != 0) fail(where() + ": cuCtxSetCurrent", r);
+  }
+  std::string where() const { return "cuda:" + std::to_string(index); }
+};
+
+inline constexpr int out_of_memory = 2;  // CUDA_ERROR_OUT_OF_MEMORY
+
+inline void* device_allocate(std::size_t bytes, void* c) {
+  auto const& dc = *static_cast<device_context const*>(c);
+  dc.make_current();
+  driver_api::deviceptr p = 0;
+  int r = driver().mem_alloc(&p, bytes);
+  if (r == out_of_memory) return nullptr;  // the caching allocator empties its cache and retries
+  if (r != 0) fail(dc.where() + ": cuMemAlloc of " + std::to_string(bytes) + " bytes", r);
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p));
+}
+
+inline void device_release(void* p, std::size_t, void* c) {
+  auto const& dc = *static_cast<device_context const*>(c);
+  if (driver().ctx_set_current(dc.ctx) != 0) return;  // called from destructors: never throws
+  driver().mem_free(static_cast<driver_api::deviceptr>(reinterpret_cast<std::uintptr_t>(p)));
+}
+
+[[noreturn]] inline void device_out_of_memory(std::size_t bytes, memory_stats const& s, void* c) {
+  auto const& dc = *static_cast<device_context const*>(c);
+  std::size_t free = 0, total = 0;
+  driver().mem_get_info(&free, &total);
+  throw device_error(dc.where() + ": out of memory: " + std::to_string(bytes) +
+                     " bytes requested, " + std::to_string(s.bytes_in_use) + " in use by zenith, " +
+                     std::to_string(free) + " free of " + std::to_string(total));
+}
+
+struct device_state {
+  device_context context;
+  std::unique_ptr<caching_allocator> allocator;
+};
+
+// Device i's state, made on first use (cuda(i) has checked that the device exists).
+inline device_state& state_of(int index) {
+  static std::array<std::unique_ptr<device_state>, max_devices> states;
+  static std::mutex mu;
+  if (index < 0 || index >= max_devices)
+    throw device_error("cuda:" + std::to_string(index) + ": zenith handles devices 0 to " +
+                       std::to_string(max_devices - 1));
+  std::lock_guard lock(mu);
+  auto& s = states[std::size_t(index)];
+  if (!s) {
+    driver_api const& d = driver();
+    if (!d.missing.empty()) throw device_error("cuda:" + std::to_string(index) + ": " + d.missing);
+    auto made = std::make_unique<device_state>();
+    made->context.index = index;
+    int dev = 0;
+    if (int r = d.device_get(&dev, index); r != 0) fail(made->context.where() + ": cuDeviceGet", r);
+    if (int r = d.primary_ctx_retain(&made->context.ctx, dev); r != 0)
+      fail(made->context.where() + ": cuDevicePrimaryCtxRetain", r);
+    made->allocator = std::make_unique<caching_allocator>(
+        memory_source{&device_allocate, &device_release, &device_out_of_memory, &made->context});
+    s = std::move(made);
+  }
+  return *s;
+}
+
+inline driver_api::deviceptr dptr(void const* p) {
+  return static_cast<driver_api::deviceptr>(reinterpret_cast<std::uintptr_t>(p));
+}
+
+inline void* allocate(device d, std::size_t bytes) {
+  return state_of(d.index).allocator->allocate(bytes);
+}
+inline void deallocate(device d, void* p, std::size_t bytes) {
+  state_of(d.index).allocator->deallocate(p, bytes);
+}
+
+inline void copy(void* dst, device to, void const* src, device from, std::size_t bytes) {
+  driver_api const& drv = driver();
+  int r = 0;
+  std::string what;
+  if (from == cpu) {
+    state_of(to.index).context.make_current();
+    r = drv.memcpy_htod(dptr(dst), src, bytes);
+    what = "copy to " + to.str();
+  } else if (to == cpu) {
+    state_of(from.index).context.make_current();
+    r = drv.memcpy_dtoh(dst, dptr(src), bytes);
+    what = "copy from " + from.str();
+  } else if (to == from) {
+    state_of(to.index).context.make_current();
+    r = drv.memcpy_dtod(dptr(dst), dptr(src), bytes);
+    what = "copy on " + to.str();
+  } else {
+    auto& a = state_of(to.index);
+    auto& b = state_of(from.index);
+    a.context.make_current();
+    r = drv.memcpy_peer(dptr(dst), a.context.ctx, dptr(src), b.context.ctx, bytes);
+    what = "copy from " + from.str() + " to " + to.str();
+  }
+  if (r != 0) fail(what + " of " + std::to_string(bytes) + " bytes", r);
+}
+
+inline constexpr device_memory driver_memory{&allocate, &deallocate, &copy};
+
+// Installed while the program starts, before main (an inline variable: once per program).
+inline bool const installed = [] {
+  if (!zenith::detail::cuda_memory_slot()) install_cuda_memory(&driver_memory);
+  return true;
+}();
+
+}  // namespace detail
+
+}  // namespace cuda_backend
+
+// The caching allocator statistics of CUDA device i (zeros before it is first used).
+inline memory_stats cuda_memory_stats(int index) {
+  (void)cuda(index);  // a device_error, one line, where there is no such device
+  return cuda_backend::detail::state_of(index).allocator->stats();
+}
+
+}  // namespace zenith

@@ -1,0 +1,50 @@
+// Arrays on a real CUDA device (ctest label gpu): through the driver, the round trips and the
+// allocator statistics that tests/test_device.cpp checks against a stand-in without a GPU.
+// Exits with 77, which ctest reports as skipped, where there is no usable device.
+#include <zenith/zenith.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "../docs/check.hpp"
+
+namespace zn = zenith;
+
+int main() {
+  if (zn::cuda_backend::device_count() == 0) {
+    std::printf("gpu_device_arrays: no CUDA device here, skipped\n");
+    return 77;
+  }
+  zn::device gpu = zn::cuda(0);
+  std::size_t n = std::size_t(1) << 20;
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = float(i % 1000) * 0.5f - 7.f;
+  zn::array<float> x({n}, values);
+
+  zn::memory_stats before = zn::cuda_memory_stats(0);
+  {
+    zn::array<float> d = x.to(gpu);
+    CHECK(d.device() == gpu);
+    CHECK(zn::cuda_memory_stats(0).bytes_in_use == before.bytes_in_use + n * sizeof(float));
+    zn::array<float> d2 = d.to(gpu);  // the same array
+    CHECK(d2.data() == d.data());
+    zn::array<float> back = d.to(zn::cpu);
+    CHECK(std::memcmp(back.data(), x.data(), n * sizeof(float)) == 0);
+    zn::array<double> o = zn::ones<double>({7}, gpu);
+    CHECK(zn::allclose(o.to(zn::cpu), zn::ones<double>({7})));
+    if (zn::cuda_backend::device_count() > 1) {  // device to device
+      zn::array<float> e = d.to(zn::cuda(1)).to(zn::cpu);
+      CHECK(std::memcmp(e.data(), x.data(), n * sizeof(float)) == 0);
+    }
+  }
+  zn::memory_stats after = zn::cuda_memory_stats(0);
+  CHECK(after.bytes_in_use == before.bytes_in_use);  // every block back in the cache
+  CHECK(after.cached_bytes >= n * sizeof(float));
+  {  // the cached block serves the next array of that size: no new cuMemAlloc
+    zn::array<float> d = x.to(gpu);
+    CHECK(zn::cuda_memory_stats(0).system_allocations == after.system_allocations);
+  }
+  std::printf("gpu_device_arrays: passed\n");
+  return 0;
+}
