@@ -229,12 +229,18 @@ TEST_CASE("host access to a device array, and mixed devices, are device_errors",
   m = error_of([&] { zn::array<float> r = d * 2.f + x; });
   CHECK(m.find("on cuda:0 with one of shape (3,) on cpu") != std::string::npos);
 
-  // One device, not the CPU: the CPU backend refuses, naming the array and its device.
+  // One device, not the CPU: evaluated there (tests/cuda/test_device_launch.cpp), given a
+  // kernel runner; without one, an error that says what is missing.
+  auto* runner = zn::cuda_backend::install_kernel_runner(nullptr);
   m = error_of([&] { zn::array<float> r = zn::exp(d); });
-  CHECK(m.find("reads an array of shape (3,) on cuda:0") != std::string::npos);
+  CHECK(m.find("zenith: evaluating on cuda:0: this program has no CUDA kernel compiler") == 0);
+  zn::cuda_backend::install_kernel_runner(runner);
+  // What does not run on a device yet: an error, never host code reading device memory.
   m = error_of([&] { zn::array<float> r = zn::sum(d); });
   CHECK(m.find("on cuda:0") != std::string::npos);
   CHECK(m.find('\n') == std::string::npos);
+  m = error_of([&] { (void)zn::grad([](auto const& v) { return zn::sum(v * v); })(d); });
+  CHECK(m.find("on cuda:0") != std::string::npos);
 
   // Without a backend for the device: an error, not a crash.
   zn::install_cuda_memory(nullptr);

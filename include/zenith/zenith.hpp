@@ -17,6 +17,9 @@
 #include "backend/cpu/softmax.hpp"
 #include "backend/cuda/device_memory.hpp"  // arrays on CUDA devices: .to(zenith::cuda(i))
 #include "backend/cuda/driver.hpp"         // zenith::cuda(i): the driver is opened at run time
+#ifdef ZENITH_WITH_NVRTC
+#include "backend/cuda/runner.hpp"  // device expressions compiled by NVRTC, launched by the driver
+#endif
 #include "core/array.hpp"
 #include "core/creation.hpp"
 #include "core/dtype.hpp"

@@ -1,5 +1,6 @@
 // Arrays on a real CUDA device (ctest label gpu): through the driver, the round trips and the
-// allocator statistics that tests/test_device.cpp checks against a stand-in without a GPU.
+// allocator statistics that tests/test_device.cpp checks against a stand-in without a GPU, and
+// expressions run as kernels (tests/cuda/test_device_launch.cpp emulates those on the host).
 // Exits with 77, which ctest reports as skipped, where there is no usable device.
 #include <zenith/zenith.hpp>
 
@@ -33,6 +34,14 @@ int main() {
     CHECK(std::memcmp(back.data(), x.data(), n * sizeof(float)) == 0);
     zn::array<double> o = zn::ones<double>({7}, gpu);
     CHECK(zn::allclose(o.to(zn::cpu), zn::ones<double>({7})));
+    // Elementwise expressions: generated kernels, compiled by NVRTC, launched on the device.
+    zn::array<float> y = d * zn::sin(d) + zn::exp(-d * d);  // contiguous: the vectorized kernel
+    CHECK(y.device() == gpu);
+    zn::array<float> want = x * zn::sin(x) + zn::exp(-x * x);
+    CHECK(zn::allclose(y.to(zn::cpu), want, 1e-5, 1e-6));
+    zn::array<float> m = zn::reshape(x, {1024, 1024}), row = zn::linspace<float>(-1, 1, 1024);
+    zn::array<float> s = zn::transpose(m.to(gpu)) * row.to(gpu) + 2.f;  // the strided kernel
+    CHECK(zn::allclose(s.to(zn::cpu), zn::array<float>(zn::transpose(m) * row + 2.f), 1e-6, 1e-6));
     if (zn::cuda_backend::device_count() > 1) {  // device to device
       zn::array<float> e = d.to(zn::cuda(1)).to(zn::cpu);
       CHECK(std::memcmp(e.data(), x.data(), n * sizeof(float)) == 0);

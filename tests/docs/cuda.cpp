@@ -45,8 +45,26 @@ void device_arrays() {
   // [/doc:cuda-device-arrays]
 }
 
+void device_expression() {
+  // [doc:cuda-device-expression]
+  if (zn::cuda_backend::device_count() > 0) {
+    zn::device gpu = zn::cuda(0);
+    zn::array<float> a = zn::linspace<float>(-1, 1, 1 << 20).to(gpu);
+    zn::array<float> b = zn::linspace<float>(0, 2, 1 << 20).to(gpu);
+    zn::array<float> y = a * zn::sin(b) + zn::exp(-a * a);  // one kernel, on the GPU
+    CHECK(y.device() == gpu);
+    zn::array<float> on_cpu = y.to(zn::cpu);
+    CHECK(zn::allclose(on_cpu,
+                       zn::array<float>(a.to(zn::cpu) * zn::sin(b.to(zn::cpu)) +
+                                        zn::exp(-a.to(zn::cpu) * a.to(zn::cpu))),
+                       1e-5, 1e-6));
+  }
+  // [/doc:cuda-device-expression]
+}
+
 int main() {
   kernel_source();
   device_arrays();
+  device_expression();
   std::puts("docs/cuda.md: ok");
 }

@@ -10,6 +10,7 @@
 
 #include "../../core/trace.hpp"
 #include "../../expr/elementwise.hpp"
+#include "../cuda/launch.hpp"  // expressions over device arrays
 #include "fused_loop.hpp"
 
 namespace zenith {
@@ -133,9 +134,10 @@ array<T> evaluate_unrecorded(E const& e, std::string_view rule) {
   return evaluate_untraced<T>(e);
 }
 
-// Throws device_error when e reads arrays on more than one device, naming two of them.
+// The device of every array e reads (the CPU for none); device_error when they are on more than
+// one, naming two of them.
 template <expression E>
-void check_one_device(E const& e) {
+device check_one_device(E const& e) {
   bool first = true;
   device d0 = cpu;
   zenith::shape s0;
@@ -150,12 +152,22 @@ void check_one_device(E const& e) {
                          a.device().str() + "; move them to one device with .to(device)");
     }
   });
+  return d0;
 }
 
 // e as an array, as user code materializes it: recorded on the tape when a trace reads it.
+// Where e's arrays are on a device, it is evaluated there (backend/cuda/launch.hpp) in a build
+// with NVRTC; elsewhere the device path is not compiled in (it adds about a tenth to the compile
+// time of code that materializes many expression types).
 template <element T, expression E>
 array<T> evaluate_as(E const& e) {
-  check_one_device(e);
+  if (device d = check_one_device(e); d != cpu) {
+#ifdef ZENITH_WITH_NVRTC
+    return cuda_backend::evaluate_on_device<T>(d, e);
+#else
+    cuda_backend::no_kernel_compiler(d);
+#endif
+  }
   return evaluate_at_level<T, 0>(e);
 }
 

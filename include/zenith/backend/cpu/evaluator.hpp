@@ -296,15 +296,33 @@ evaluator_t<E> make_evaluator(E const& e) {
   return evaluator_for<std::remove_cvref_t<E>>::build(e);
 }
 
+namespace detail {
+
+// The device whose memory the evaluators being built may read: the CPU, except while a device
+// backend builds one for its own kernel (cuda_backend::evaluate_on_device).
+inline device& kernel_device() {
+  thread_local device d = cpu;
+  return d;
+}
+struct kernel_device_scope {
+  device saved;
+  explicit kernel_device_scope(device d) : saved(kernel_device()) { kernel_device() = d; }
+  ~kernel_device_scope() { kernel_device() = saved; }
+  kernel_device_scope(kernel_device_scope const&) = delete;
+  kernel_device_scope& operator=(kernel_device_scope const&) = delete;
+};
+
 // The CPU backend reads host memory only.
 [[noreturn]] inline void not_on_cpu(device d, zenith::shape const& s) {
   throw device_error("zenith: an expression reads an array of shape " + s.str() + " on " + d.str() +
-                     "; the CPU backend evaluates arrays on the CPU only, and this build cannot "
-                     "evaluate expressions on " +
+                     "; the CPU backend reads arrays on the CPU only, and this operation does "
+                     "not run on " +
                      d.str() +
-                     " yet (bring it back with "
+                     " yet (bring the array back with "
                      ".to(zenith::cpu))");
 }
+
+}  // namespace detail
 
 template <class E>
 requires dense_leaf<E>
@@ -314,7 +332,8 @@ struct evaluator_for<E> {
     void const* src = nullptr;
     if constexpr (requires { e.storage(); }) {
       src = e.storage().get();
-      if (src && e.storage()->where() != cpu) not_on_cpu(e.storage()->where(), e.shape());
+      if (src && e.storage()->where() != detail::kernel_device())
+        detail::not_on_cpu(e.storage()->where(), e.shape());
     } else {
       // A leaf without a buffer (a fixed-size tensor) lives in the expression, which a
       // recording outlives: the recording reads a copy of it instead (core/recording.hpp).

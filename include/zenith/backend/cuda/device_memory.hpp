@@ -75,6 +75,7 @@ inline void device_release(void* p, std::size_t, void* c) {
 
 struct device_state {
   device_context context;
+  int ordinal = 0;  // the driver's CUdevice
   std::unique_ptr<caching_allocator> allocator;
 };
 
@@ -92,7 +93,7 @@ inline device_state& state_of(int index) {
     if (!d.missing.empty()) throw device_error("cuda:" + std::to_string(index) + ": " + d.missing);
     auto made = std::make_unique<device_state>();
     made->context.index = index;
-    int dev = 0;
+    int& dev = made->ordinal;
     if (int r = d.device_get(&dev, index); r != 0) fail(made->context.where() + ": cuDeviceGet", r);
     if (int r = d.primary_ctx_retain(&made->context.ctx, dev); r != 0)
       fail(made->context.where() + ": cuDevicePrimaryCtxRetain", r);

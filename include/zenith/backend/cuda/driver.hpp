@@ -41,6 +41,14 @@ struct driver_api {
   result (*memcpy_dtod)(deviceptr dst, deviceptr src, std::size_t bytes) = nullptr;
   result (*memcpy_peer)(deviceptr dst, context dst_ctx, deviceptr src, context src_ctx,
                         std::size_t bytes) = nullptr;
+  // Kernels (CUmodule and CUfunction are pointers; a null stream is the default one).
+  result (*device_get_attribute)(int* value, int attribute, int dev) = nullptr;
+  result (*module_load_data)(void** module, void const* image) = nullptr;
+  result (*module_get_function)(void** function, void* module, char const* name) = nullptr;
+  result (*launch_kernel)(void* function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                          unsigned block_x, unsigned block_y, unsigned block_z,
+                          unsigned shared_bytes, void* stream, void** params,
+                          void** extra) = nullptr;
   std::string missing;  // why the driver is unusable; empty when it is usable
 };
 
@@ -83,6 +91,10 @@ inline driver_api load_driver() {
   sym(d.memcpy_dtoh, "cuMemcpyDtoH_v2");
   sym(d.memcpy_dtod, "cuMemcpyDtoD_v2");
   sym(d.memcpy_peer, "cuMemcpyPeer");
+  sym(d.device_get_attribute, "cuDeviceGetAttribute");
+  sym(d.module_load_data, "cuModuleLoadData");
+  sym(d.module_get_function, "cuModuleGetFunction");
+  sym(d.launch_kernel, "cuLaunchKernel");
   if (!d.missing.empty()) return d;
   if (int r = d.init(0); r != 0) {
     d.missing = "the CUDA driver did not initialize (" + driver_error_text(d, r) + ")";

@@ -231,10 +231,19 @@ std::string store_from_compute(std::string const& value) {
 }  // namespace detail
 
 // The kernel computing out = ev elementwise, for an output of element type T.
-template <element T, class Ev>
-kernel_source elementwise_kernel(kernel_variant const& v) {
-  detail::source_builder b;
-  std::string expr = detail::device_expr<Ev>::text(b);
+namespace detail {
+
+// What a kernel's text needs of its output's element type.
+struct output_type {
+  std::string_view device;                   // device_type<T>()
+  std::size_t size;                          // sizeof(T)
+  std::string (*store)(std::string const&);  // store_from_compute<T>
+};
+
+// The kernel's text for an expression already printed (expr, with b's leaves and literals): the
+// part that depends on no type, so that it is compiled once rather than per expression type.
+inline kernel_source elementwise_kernel_text(kernel_variant const& v, output_type const& o,
+                                             source_builder const& b, std::string const& expr) {
   std::size_t nl = b.leaves.size();
   auto is_broadcast = [&](std::size_t k) {
     return v.kind != layout::strided && k < 32 && ((v.broadcast >> k) & 1u);
@@ -242,13 +251,13 @@ kernel_source elementwise_kernel(kernel_variant const& v) {
 
   kernel_source src;
   src.params.push_back("zn_idx");
-  src.params.push_back(std::string(device_type<T>()) + "*");
+  src.params.push_back(std::string(o.device) + "*");
   for (std::size_t i = 0; i < nl; ++i)
     src.params.push_back("const " + std::string(b.leaves[i].storage) + "*");
   for (std::size_t i = 0; i < b.scalars.size(); ++i)
     src.params.push_back(std::string(b.scalars[i]));
   if (v.kind == layout::strided) src.params.push_back("zn_geom");
-  std::string params = "zn_idx n, " + std::string(device_type<T>()) + "* __restrict__ out";
+  std::string params = "zn_idx n, " + std::string(o.device) + "* __restrict__ out";
   for (std::size_t i = 0; i < nl; ++i)
     params +=
         ", const " + std::string(b.leaves[i].storage) + "* __restrict__ in" + std::to_string(i);
@@ -261,27 +270,26 @@ kernel_source elementwise_kernel(kernel_variant const& v) {
   for (std::size_t k = 0; k < nl; ++k)
     if (is_broadcast(k))
       hoisted += "  const " + std::string(b.leaves[k].compute) + " b" + std::to_string(k) + " = " +
-                 detail::load_as_compute(b.leaves[k], "in" + std::to_string(k) + "[0]") + ";\n";
+                 load_as_compute(b.leaves[k], "in" + std::to_string(k) + "[0]") + ";\n";
   // The expression with each leaf read by `read(k)`.
   auto bind = [&](auto read) {
     std::string e = expr;
     for (std::size_t k = 0; k < nl; ++k)
-      detail::replace_all(e, detail::leaf_marker(k),
-                          is_broadcast(k) ? "b" + std::to_string(k) : read(k));
+      replace_all(e, leaf_marker(k), is_broadcast(k) ? "b" + std::to_string(k) : read(k));
     return e;
   };
   auto flat_read = [&](std::size_t k) {
-    return "(" + detail::load_as_compute(b.leaves[k], "in" + std::to_string(k) + "[i]") + ")";
+    return "(" + load_as_compute(b.leaves[k], "in" + std::to_string(k) + "[i]") + ")";
   };
 
   std::string body = hoisted;
   body += "  const zn_idx step = (zn_idx)gridDim.x * blockDim.x;\n";
   body += "  const zn_idx first = (zn_idx)blockIdx.x * blockDim.x + threadIdx.x;\n";
-  std::string const flat_store = "out[i] = " + detail::store_from_compute<T>(bind(flat_read));
+  std::string const flat_store = "out[i] = " + o.store(bind(flat_read));
   if (v.kind == layout::contiguous) {
     body += "  for (zn_idx i = first; i < n; i += step) " + flat_store + ";\n";
   } else if (v.kind == layout::vectorized) {
-    std::size_t widest = sizeof(T);
+    std::size_t widest = o.size;
     for (std::size_t k = 0; k < nl; ++k)
       if (!is_broadcast(k)) widest = std::max(widest, b.leaves[k].size);
     std::string V = std::to_string(16 / widest);
@@ -294,12 +302,11 @@ kernel_source elementwise_kernel(kernel_variant const& v) {
         body += "    const zn_pack<" + st + ", " + V + "> v" + ks +
                 " = *reinterpret_cast<const zn_pack<" + st + ", " + V + ">*>(in" + ks + " + i);\n";
       }
-    std::string ot(device_type<T>());
+    std::string ot(o.device);
     body += "    zn_pack<" + ot + ", " + V + "> o;\n";
     body += "#pragma unroll\n    for (int l = 0; l < " + V +
-            "; ++l) o.v[l] = " + detail::store_from_compute<T>(bind([&](std::size_t k) {
-              return "(" + detail::load_as_compute(b.leaves[k], "v" + std::to_string(k) + ".v[l]") +
-                     ")";
+            "; ++l) o.v[l] = " + o.store(bind([&](std::size_t k) {
+              return "(" + load_as_compute(b.leaves[k], "v" + std::to_string(k) + ".v[l]") + ")";
             })) +
             ";\n";
     body += "    *reinterpret_cast<zn_pack<" + ot + ", " + V + ">*>(out + i) = o;\n  }\n";
@@ -312,20 +319,29 @@ kernel_source elementwise_kernel(kernel_variant const& v) {
     std::vector<std::pair<std::string, std::string>> offsets = {{"o_out", "g.st[0]"}};
     for (std::size_t k = 0; k < nl; ++k)
       offsets.push_back({"o" + std::to_string(k), "g.st[" + std::to_string(k + 1) + "]"});
-    body += detail::split_index("r", "g.dims", "g.rank", offsets, "    ");
-    body += "    out[o_out] = " + detail::store_from_compute<T>(bind([&](std::size_t k) {
-              std::string ks = std::to_string(k);
-              return "(" + detail::load_as_compute(b.leaves[k], "in" + ks + "[o" + ks + "]") + ")";
-            })) +
-            ";\n  }\n";
+    body += split_index("r", "g.dims", "g.rank", offsets, "    ");
+    body += "    out[o_out] = " + o.store(bind([&](std::size_t k) {
+      std::string ks = std::to_string(k);
+      return "(" + load_as_compute(b.leaves[k], "in" + ks + "[o" + ks + "]") + ")";
+    })) + ";\n  }\n";
   }
 
-  std::string text = detail::prelude(v, nl) + "extern \"C\" __global__ void ZN_KERNEL(" + params +
-                     ") {\n" + body + "}\n";
-  src.name = "zn_ew_" + detail::hex64(detail::fnv1a(text));
-  detail::replace_all(text, "ZN_KERNEL", src.name);
+  std::string text =
+      prelude(v, nl) + "extern \"C\" __global__ void ZN_KERNEL(" + params + ") {\n" + body + "}\n";
+  src.name = "zn_ew_" + hex64(fnv1a(text));
+  replace_all(text, "ZN_KERNEL", src.name);
   src.text = std::move(text);
   return src;
+}
+
+}  // namespace detail
+
+template <element T, class Ev>
+kernel_source elementwise_kernel(kernel_variant const& v) {
+  detail::source_builder b;
+  std::string expr = detail::device_expr<Ev>::text(b);
+  return detail::elementwise_kernel_text(
+      v, {device_type<T>(), sizeof(T), &detail::store_from_compute<T>}, b, expr);
 }
 
 }  // namespace zenith::cuda_backend
