@@ -42,6 +42,10 @@ int main() {
     zn::array<float> m = zn::reshape(x, {1024, 1024}), row = zn::linspace<float>(-1, 1, 1024);
     zn::array<float> s = zn::transpose(m.to(gpu)) * row.to(gpu) + 2.f;  // the strided kernel
     CHECK(zn::allclose(s.to(zn::cpu), zn::array<float>(zn::transpose(m) * row + 2.f), 1e-6, 1e-6));
+    // A reduction with the expression fused in.
+    zn::array<float> r = zn::sum(zn::exp(m.to(gpu) * 0.01f) * row.to(gpu), 1);
+    CHECK(zn::allclose(r.to(zn::cpu), zn::array<float>(zn::sum(zn::exp(m * 0.01f) * row, 1)), 1e-4,
+                       1e-4));
     if (zn::cuda_backend::device_count() > 1) {  // device to device
       zn::array<float> e = d.to(zn::cuda(1)).to(zn::cpu);
       CHECK(std::memcmp(e.data(), x.data(), n * sizeof(float)) == 0);

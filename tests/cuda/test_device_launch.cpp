@@ -58,21 +58,27 @@ struct host_runner {
     REQUIRE(h);
     void* fn = dlsym(h, ("call_" + k.name).c_str());
     void* emulate = dlsym(h, "zn_emulate");
+    void* emulate_blocks = dlsym(h, "zn_emulate_blocks");
     REQUIRE(fn);
     REQUIRE(emulate);
+    REQUIRE(emulate_blocks);
     loaded[k.name] = fn;
     loaded[k.name + "/emulate"] = emulate;
+    loaded[k.name + "/emulate_blocks"] = emulate_blocks;
     return fn;
   }
-  static void run(zn::device d, cu::kernel_source const& k, cu::kernel_args& a, std::int64_t n) {
+  static void run(zn::device d, cu::kernel_source const& k, cu::kernel_args& a,
+                  cu::launch_shape const& shape) {
     CHECK(d == zn::device{zn::device::kind::cuda, 0});
-    CHECK(n > 0);
+    CHECK(shape.blocks > 0);
     using call_t = void (*)(void**);
     using emulate_t = void (*)(call_t, void**, unsigned, unsigned);
     auto fn = reinterpret_cast<call_t>(load(k));
-    auto emulate = reinterpret_cast<emulate_t>(loaded[k.name + "/emulate"]);
+    auto emulate = reinterpret_cast<emulate_t>(
+        loaded[k.name + (shape.cooperative ? "/emulate_blocks" : "/emulate")]);
     auto args = a.pointers();
-    emulate(fn, args.data(), 3, 32);  // fewer threads than elements: the grid-stride loops
+    // Fewer threads than elements (and blocks than outputs): the grid-stride loops.
+    emulate(fn, args.data(), 3, 32);
     launches.push_back(k.name);
   }
   static constexpr cu::kernel_runner table{&run};
@@ -156,6 +162,31 @@ TEST_CASE("expressions over device arrays run as generated kernels", "[cuda][nvr
   check_close(y2, zn::array<float>(y.to(zn::cpu)), 0);
 }
 
+TEST_CASE("reductions of device expressions run as generated kernels", "[cuda][nvrtc][device]") {
+  emulated_gpu emulated;
+  auto x = values<float>({5, 6, 70}, -1, 1), y = values<float>({6, 70}, -1, 1);
+  auto xd = values<double>({9, 4, 33}, -2, 2);
+  auto dx = x.to(gpu0), dy = y.to(gpu0);
+  auto dxd = xd.to(gpu0);
+  check_close(zn::array<float>(zn::sum(zn::exp(dx) * dy, 1)),
+              zn::array<float>(zn::sum(zn::exp(x) * y, 1)), 3e-5);
+  check_close(zn::array<float>(zn::mean(dx * 2.0f + dy, {0, 2})),
+              zn::array<float>(zn::mean(x * 2.0f + y, {0, 2})), 3e-5);
+  check_close(zn::array<double>(zn::sum(zn::sin(dxd))), zn::array<double>(zn::sum(zn::sin(xd))),
+              1e-12);
+  check_close(zn::array<double>(zn::max(dxd, 0)), zn::array<double>(zn::max(xd, 0)), 0);
+  check_close(zn::array<double>(zn::logsumexp(dxd, 2, true)),
+              zn::array<double>(zn::logsumexp(xd, 2, true)), 1e-12);
+  check_close(zn::array<double>(zn::sum(zn::transpose(dxd) * 2.0, 0)),
+              zn::array<double>(zn::sum(zn::transpose(xd) * 2.0, 0)), 1e-12);
+  check_close(zn::array<std::int64_t>(zn::argmax(dxd * dxd, 1)),
+              zn::array<std::int64_t>(zn::argmax(xd * xd, 1)), 0);
+  // A zero-size reduced axis: the identity, or the CPU's error where there is none.
+  auto empty = zn::array<float>::empty({3, 0}).to(gpu0);
+  check_close(zn::array<float>(zn::sum(empty, 1)), zn::zeros<float>({3}), 0);
+  CHECK_THROWS_AS(zn::array<float>(zn::max(empty, 1)), zn::value_error);
+}
+
 TEST_CASE("device expressions that cannot run there yet are device_errors", "[cuda][device]") {
   emulated_gpu emulated;
   auto a = values<float>({4, 5}, -1, 1);
@@ -168,10 +199,13 @@ TEST_CASE("device expressions that cannot run there yet are device_errors", "[cu
     }
     return "no device_error";
   };
-  CHECK(message([&] { zn::array<float> r = zn::sum(da, 1); }) ==
+  CHECK(message([&] { zn::array<float> r = zn::softmax(da, 1); }) ==
         "zenith: evaluating on cuda:0: only elementwise expressions (arrays, numbers, "
-        "elementwise ops, views) run on CUDA devices so far; bring the arrays to the CPU with "
-        ".to(zenith::cpu)");
+        "elementwise ops, views) and reductions along axes of them run on CUDA devices so far; "
+        "bring the arrays to the CPU with .to(zenith::cpu)");
+  // A reduction inside an elementwise expression would be evaluated first, on the CPU's path.
+  CHECK(message([&] { zn::array<float> r = da - zn::sum(da, 1, true); }).find("on cuda:0") !=
+        std::string::npos);
   CHECK(message([&] { zn::array<float> r = da + a; }).find("mixes") != std::string::npos);
   CHECK(host_runner::launches.empty());
 }

@@ -6,10 +6,11 @@
 // where the build has NVRTC, and tests install one that runs the same source on the host
 // (tests/cuda/host_grid_shim.hpp), so the whole path is checked without a GPU.
 //
-// So far elementwise expressions run on a device: arrays, numbers, elementwise ops and views.
-// Anything else over device arrays (a reduction, a matmul, a gradient) is a device_error that
-// says so.
+// So far elementwise expressions run on a device (arrays, numbers, elementwise ops and views),
+// and reductions along axes of them (reduce_kernel.hpp: the expression fused in). Anything else
+// over device arrays (a matmul, a softmax, a gradient) is a device_error that says so.
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -17,17 +18,27 @@
 #include <type_traits>
 
 #include "../../core/array.hpp"
+#include "../../core/creation.hpp"
 #include "../../core/trace.hpp"
 #include "../../expr/node.hpp"
 #include "../../expr/views.hpp"
 #include "kernel_args.hpp"
 #include "kernel_source.hpp"
+#include "reduce_kernel.hpp"
 
 namespace zenith::cuda_backend {
 
-// Runs kernel k over n elements with arguments a on device d (a ready launch: n > 0).
+// How a kernel is launched: threads per block, the blocks it could use (its grid-stride loops
+// take any grid), and whether a block's threads synchronize (a reduction's shared-memory tree).
+struct launch_shape {
+  unsigned block = 256;
+  std::int64_t blocks = 1;
+  bool cooperative = false;
+};
+
+// Runs kernel k with arguments a on device d.
 struct kernel_runner {
-  void (*run)(device d, kernel_source const& k, kernel_args& a, std::int64_t n) = nullptr;
+  void (*run)(device d, kernel_source const& k, kernel_args& a, launch_shape const& s) = nullptr;
 };
 
 namespace detail {
@@ -51,6 +62,13 @@ struct elementwise_on_device<map_node<Op, Cs...>>
 template <class V, class C>
 struct elementwise_on_device<view_node<V, C>> : elementwise_on_device<std::remove_cvref_t<C>> {};
 
+// A reduction along axes of such an expression, by an op with a device kernel.
+template <class E>
+struct reduction_on_device : std::false_type {};
+template <class Op, class C>
+struct reduction_on_device<reduce_node<Op, C>>
+    : std::bool_constant<device_reduction<Op> && elementwise_on_device<C>::value> {};
+
 // The kernel of variant v for out (T) = an evaluator of type Ev: generated once per type and
 // variant, as its text depends on nothing else.
 template <element T, class Ev>
@@ -62,6 +80,30 @@ kernel_source const& kernel_for(kernel_variant const& v) {
   auto it = made.find(key);
   if (it == made.end()) it = made.emplace(key, elementwise_kernel<T, Ev>(v)).first;
   return it->second;
+}
+
+template <class Op, element T, class Ev>
+kernel_source const& reduction_kernel_for(bool index64) {
+  static std::mutex mu;
+  static std::map<bool, kernel_source> made;
+  std::lock_guard lock(mu);
+  auto it = made.find(index64);
+  if (it == made.end()) it = made.emplace(index64, reduction_kernel<Op, T, Ev>(index64)).first;
+  return it->second;
+}
+
+// Whether an index into the child of shape s, or any leaf's offset, needs 64 bits.
+template <class Ev>
+bool needs_index64(zenith::shape const& s, Ev& ev) {
+  constexpr std::int64_t max32 = std::numeric_limits<std::int32_t>::max();
+  bool wide = std::int64_t(s.numel()) > max32;
+  ev.for_each_leaf([&](auto const& leaf) {
+    std::int64_t reach = 0;
+    for (std::size_t k = 0; k < s.size(); ++k)
+      reach += (leaf.stride[k] < 0 ? -leaf.stride[k] : leaf.stride[k]) * (std::int64_t(s[k]) - 1);
+    wide = wide || reach > max32;
+  });
+  return wide;
 }
 
 }  // namespace detail
@@ -82,12 +124,14 @@ inline kernel_runner const* install_kernel_runner(kernel_runner const* r) {
 // out = e, on device d where every array e reads lives.
 template <element T, expression E>
 array<T> evaluate_on_device(device d, E const& e) {
+  using D = std::remove_cvref_t<E>;
   std::string where = "zenith: evaluating on " + d.str() + ": ";
-  if constexpr (!detail::elementwise_on_device<std::remove_cvref_t<E>>::value) {
+  if constexpr (!detail::elementwise_on_device<D>::value &&
+                !detail::reduction_on_device<D>::value) {
     throw device_error(where +
-                       "only elementwise expressions (arrays, numbers, elementwise ops, "
-                       "views) run on CUDA devices so far; bring the arrays to the CPU "
-                       "with .to(zenith::cpu)");
+                       "only elementwise expressions (arrays, numbers, elementwise ops, views) "
+                       "and reductions along axes of them run on CUDA devices so far; bring the "
+                       "arrays to the CPU with .to(zenith::cpu)");
   } else {
     if (zenith::detail::active_trace())
       throw device_error(where +
@@ -99,12 +143,32 @@ array<T> evaluate_on_device(device d, E const& e) {
     std::int64_t n = std::int64_t(out.size());
     if (n == 0) return out;
     zenith::detail::kernel_device_scope scope(d);  // the leaves may live on d
-    auto ev = make_evaluator(e);
-    using Ev = decltype(ev);
-    kernel_variant v = choose_variant(out.data(), out.shape(), ev);
-    kernel_source const& k = detail::kernel_for<T, Ev>(v);
-    kernel_args a = launch_args(v, out.data(), out.shape(), ev);
-    runner->run(d, k, a, n);
+    if constexpr (detail::elementwise_on_device<D>::value) {
+      auto ev = make_evaluator(e);
+      using Ev = decltype(ev);
+      kernel_variant v = choose_variant(out.data(), out.shape(), ev);
+      kernel_source const& k = detail::kernel_for<T, Ev>(v);
+      kernel_args a = launch_args(v, out.data(), out.shape(), ev);
+      runner->run(d, k, a, {256, (n + 255) / 256, false});
+    } else {
+      using Op = typename D::op_type;
+      zenith::shape s = e.child.shape();
+      if (e.count() == 0) {  // as the CPU: the identity, or an error where there is none
+        if constexpr (!Op::has_identity) {
+          throw value_error(std::string(Op::name) + ": zero-size reduction of shape " + s.str() +
+                            " has no identity");
+        } else {
+          using A = compute_t<value_t<typename D::child_type>>;
+          return full<T>(e.shape(), T(Op::finalize(Op::template identity<A>(), 0)), d);
+        }
+      }
+      auto ev = make_evaluator(e.child);
+      using Ev = decltype(ev);
+      bool wide = detail::needs_index64(s, ev);
+      kernel_source const& k = detail::reduction_kernel_for<Op, T, Ev>(wide);
+      kernel_args a = reduction_args(wide, out.data(), s, e.axes, ev);
+      runner->run(d, k, a, {unsigned(reduction_block), n, true});  // a block per output
+    }
     return out;
   }
 }

@@ -73,17 +73,16 @@ inline void* function_of(int index, kernel_source const& k, int arch) {
   return loaded.emplace(std::make_pair(index, k.name), function).first->second;
 }
 
-inline void run_on_driver(device dev, kernel_source const& k, kernel_args& a, std::int64_t n) {
+inline void run_on_driver(device dev, kernel_source const& k, kernel_args& a,
+                          launch_shape const& shape) {
   device_facts f = facts_of(dev.index);
   void* function = function_of(dev.index, k, f.arch);
   // Grid-stride kernels: enough blocks to fill the device several times over, no more.
-  constexpr unsigned block = 256;
-  std::int64_t wanted = (n + block - 1) / block;
-  auto grid = unsigned(std::min<std::int64_t>(wanted, std::int64_t(f.sm_count) * 32));
+  auto grid = unsigned(std::clamp<std::int64_t>(shape.blocks, 1, std::int64_t(f.sm_count) * 32));
   state_of(dev.index).context.make_current();
   auto params = a.pointers();
-  if (int r = driver().launch_kernel(function, grid, 1, 1, block, 1, 1, 0, nullptr, params.data(),
-                                     nullptr);
+  if (int r = driver().launch_kernel(function, grid, 1, 1, shape.block, 1, 1, 0, nullptr,
+                                     params.data(), nullptr);
       r != 0)
     fail(dev.str() + ": cuLaunchKernel " + k.name, r);
 }
