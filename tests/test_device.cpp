@@ -188,6 +188,8 @@ TEST_CASE("arrays move between the host and devices with to()", "[device]") {
     zn::array<float> d1 = d.to(gpu1);  // device to device
     zn::array<float> back = d1.to(zn::cpu);
     CHECK(back.device() == zn::cpu);
+    // Into page-locked host memory from the device's backend (here host memory it counts).
+    CHECK(stand_in_devices::live.at(back.storage()->data()) == zn::cpu);
     CHECK(std::memcmp(back.data(), x.data(), 6 * sizeof(float)) == 0);
     CHECK(stand_in_devices::copies ==
           std::vector<std::string>{"cpu->cuda:0 24", "cuda:0->cuda:1 24", "cuda:1->cpu 24"});

@@ -30,8 +30,9 @@ int main() {
     CHECK(zn::cuda_memory_stats(0).bytes_in_use == before.bytes_in_use + n * sizeof(float));
     zn::array<float> d2 = d.to(gpu);  // the same array
     CHECK(d2.data() == d.data());
-    zn::array<float> back = d.to(zn::cpu);
+    zn::array<float> back = d.to(zn::cpu);  // into page-locked memory
     CHECK(std::memcmp(back.data(), x.data(), n * sizeof(float)) == 0);
+    CHECK(zn::pinned_memory_stats().bytes_in_use >= n * sizeof(float));
     zn::array<double> o = zn::ones<double>({7}, gpu);
     CHECK(zn::allclose(o.to(zn::cpu), zn::ones<double>({7})));
     // Elementwise expressions: generated kernels, compiled by NVRTC, launched on the device.

@@ -80,13 +80,17 @@ class array : public expr_base {
   zenith::device device() const { return buf_ ? buf_->where() : cpu; }
 
   // This array on device d: itself when it is there already, else a copy there (which returns
-  // when the copy is done). zenith::cpu brings a device array's values back to the host.
+  // when the copy is done). zenith::cpu brings a device array's values back to the host, into
+  // page-locked memory (transfers to and from it run at full speed).
   array to(zenith::device d) const {
     zenith::device from = device();
     if (d == from) return *this;
-    array out(shape_, d);
-    if (std::size_t bytes = size() * sizeof(T))
-      memory_of(from == cpu ? d : from).copy(out.ptr_, d, ptr_, from, bytes);
+    device_memory const& m = memory_of(from == cpu ? d : from);
+    array out;
+    out.buf_ = buffer::allocate(size() * sizeof(T), d, d == cpu ? &m : nullptr);
+    out.ptr_ = static_cast<T*>(out.buf_->data());
+    out.shape_ = shape_;
+    if (std::size_t bytes = size() * sizeof(T)) m.copy(out.ptr_, d, ptr_, from, bytes);
     return out;
   }
   T* data() { return ptr_; }

@@ -14,11 +14,13 @@ namespace zenith {
 
 class buffer {
  public:
-  static std::shared_ptr<buffer> allocate(std::size_t bytes, device dev = cpu) {
+  // bytes on dev; with `from`, host memory page-locked by from's backend (dev is the CPU).
+  static std::shared_ptr<buffer> allocate(std::size_t bytes, device dev = cpu,
+                                          device_memory const* from = nullptr) {
     auto b = std::make_shared<buffer>(key{});
     b->bytes_ = bytes;
     b->device_ = dev;
-    if (dev != cpu) b->memory_ = &memory_of(dev);
+    b->memory_ = dev != cpu ? &memory_of(dev) : from;
     if (bytes)
       b->data_ =
           b->memory_ ? b->memory_->allocate(dev, bytes) : cpu_allocator::instance().allocate(bytes);

@@ -12,6 +12,8 @@
 namespace zenith {
 
 struct device_memory {
+  // Memory on device d, or with d the CPU, page-locked host memory that transfers to and from
+  // the backend's devices run at full speed on (what to(cpu) of a device array returns).
   void* (*allocate)(device d, std::size_t bytes) = nullptr;  // throws device_error on failure
   void (*deallocate)(device d, void* p, std::size_t bytes) = nullptr;
   // Copies bytes from src on device `from` to dst on device `to` (either may be the CPU), and

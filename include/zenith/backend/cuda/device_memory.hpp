@@ -5,7 +5,7 @@
 // header, which zenith/zenith.hpp does.
 //
 //   zn::array<float> a = x.to(zn::cuda(0));     // host -> device
-//   zn::array<float> h = a.to(zn::cpu);         // device -> host
+//   zn::array<float> h = a.to(zn::cpu);         // device -> host, into page-locked memory
 //   zn::memory_stats s = zn::cuda_memory_stats(0);
 //
 // Work on a device runs on one stream, the driver's default, in order; so a block freed into the
@@ -104,14 +104,36 @@ inline device_state& state_of(int index) {
   return *s;
 }
 
+// Page-locked host memory, portable to every context (CU_MEMHOSTALLOC_PORTABLE), cached as
+// device memory is; allocated while device 0's context is current (one must be).
+inline void* host_allocate(std::size_t bytes, void*) {
+  state_of(0).context.make_current();
+  void* p = nullptr;
+  int r = driver().mem_host_alloc(&p, bytes, 0x01);
+  if (r == out_of_memory) return nullptr;
+  if (r != 0) fail("cuMemHostAlloc of " + std::to_string(bytes) + " bytes", r);
+  return p;
+}
+inline void host_release(void* p, std::size_t, void*) { driver().mem_free_host(p); }
+[[noreturn]] inline void host_out_of_memory(std::size_t bytes, memory_stats const& s, void*) {
+  throw device_error("zenith: out of page-locked host memory: " + std::to_string(bytes) +
+                     " bytes requested, " + std::to_string(s.bytes_in_use) + " in use");
+}
+inline caching_allocator& pinned_allocator() {
+  static caching_allocator a(memory_source{&host_allocate, &host_release, &host_out_of_memory});
+  return a;
+}
+
 inline driver_api::deviceptr dptr(void const* p) {
   return static_cast<driver_api::deviceptr>(reinterpret_cast<std::uintptr_t>(p));
 }
 
 inline void* allocate(device d, std::size_t bytes) {
+  if (d == cpu) return pinned_allocator().allocate(bytes);
   return state_of(d.index).allocator->allocate(bytes);
 }
 inline void deallocate(device d, void* p, std::size_t bytes) {
+  if (d == cpu) return pinned_allocator().deallocate(p, bytes);
   state_of(d.index).allocator->deallocate(p, bytes);
 }
 
@@ -152,6 +174,11 @@ inline bool const installed = [] {
 }  // namespace detail
 
 }  // namespace cuda_backend
+
+// The statistics of the page-locked host memory that to(zenith::cpu) of device arrays returns.
+inline memory_stats pinned_memory_stats() {
+  return cuda_backend::detail::pinned_allocator().stats();
+}
 
 // The caching allocator statistics of CUDA device i (zeros before it is first used).
 inline memory_stats cuda_memory_stats(int index) {

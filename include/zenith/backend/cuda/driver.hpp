@@ -36,6 +36,8 @@ struct driver_api {
   result (*mem_alloc)(deviceptr* p, std::size_t bytes) = nullptr;
   result (*mem_free)(deviceptr p) = nullptr;
   result (*mem_get_info)(std::size_t* free, std::size_t* total) = nullptr;
+  result (*mem_host_alloc)(void** p, std::size_t bytes, unsigned flags) = nullptr;
+  result (*mem_free_host)(void* p) = nullptr;
   result (*memcpy_htod)(deviceptr dst, void const* src, std::size_t bytes) = nullptr;
   result (*memcpy_dtoh)(void* dst, deviceptr src, std::size_t bytes) = nullptr;
   result (*memcpy_dtod)(deviceptr dst, deviceptr src, std::size_t bytes) = nullptr;
@@ -87,6 +89,8 @@ inline driver_api load_driver() {
   sym(d.mem_alloc, "cuMemAlloc_v2");
   sym(d.mem_free, "cuMemFree_v2");
   sym(d.mem_get_info, "cuMemGetInfo_v2");
+  sym(d.mem_host_alloc, "cuMemHostAlloc");
+  sym(d.mem_free_host, "cuMemFreeHost");
   sym(d.memcpy_htod, "cuMemcpyHtoD_v2");
   sym(d.memcpy_dtoh, "cuMemcpyDtoH_v2");
   sym(d.memcpy_dtod, "cuMemcpyDtoD_v2");
