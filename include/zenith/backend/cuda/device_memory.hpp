@@ -175,6 +175,17 @@ inline bool const installed = [] {
 
 }  // namespace cuda_backend
 
+// Waits until every kernel launched on device d has finished (launches return at once; copies
+// to and from the host wait by themselves). For timing, and before reading device memory that
+// code outside zenith wrote.
+inline void synchronize(device d) {
+  if (d == cpu) return;
+  auto& s = cuda_backend::detail::state_of(d.index);
+  s.context.make_current();
+  if (int r = cuda_backend::driver().ctx_synchronize(); r != 0)
+    cuda_backend::detail::fail(d.str() + ": cuCtxSynchronize", r);
+}
+
 // The statistics of the page-locked host memory that to(zenith::cpu) of device arrays returns.
 inline memory_stats pinned_memory_stats() {
   return cuda_backend::detail::pinned_allocator().stats();

@@ -33,6 +33,7 @@ struct driver_api {
   result (*device_get)(int* dev, int ordinal) = nullptr;
   result (*primary_ctx_retain)(context* ctx, int dev) = nullptr;
   result (*ctx_set_current)(context ctx) = nullptr;
+  result (*ctx_synchronize)() = nullptr;
   result (*mem_alloc)(deviceptr* p, std::size_t bytes) = nullptr;
   result (*mem_free)(deviceptr p) = nullptr;
   result (*mem_get_info)(std::size_t* free, std::size_t* total) = nullptr;
@@ -86,6 +87,7 @@ inline driver_api load_driver() {
   sym(d.device_get, "cuDeviceGet");
   sym(d.primary_ctx_retain, "cuDevicePrimaryCtxRetain");
   sym(d.ctx_set_current, "cuCtxSetCurrent");
+  sym(d.ctx_synchronize, "cuCtxSynchronize");
   sym(d.mem_alloc, "cuMemAlloc_v2");
   sym(d.mem_free, "cuMemFree_v2");
   sym(d.mem_get_info, "cuMemGetInfo_v2");

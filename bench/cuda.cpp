@@ -1,0 +1,129 @@
+// The CUDA backend (docs/cuda.md): what it costs to get a kernel, and, on a GPU, how fast the
+// kernels run against the device's own copy bandwidth.
+//
+//   build/release/bench/cuda [reps]
+//
+// 1. Kernel cache latency (needs NVRTC, no GPU): the generated kernel of a fused chain,
+//    a * sin(b) + exp(-c * c) on float, fetched from jit_cache: a miss (NVRTC compiles it and
+//    writes the disk cache), a memory hit, and a disk hit (a fresh cache over the same
+//    directory), for sm_80 and sm_90.
+// 2. On a GPU (skipped without one): the same chain on 2^26 floats fused (one kernel) and
+//    unfused (one kernel per op, each result in memory), against a device-to-device copy of
+//    the same bytes in the same run; bandwidth = bytes each must move / time.
+#include <zenith/zenith.hpp>
+
+#include <unistd.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace zn = zenith;
+namespace cu = zenith::cuda_backend;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+double us_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::micro>(clock_type::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void cache_latency(int reps) {
+  zn::array<float> a = zn::ones<float>({1024}), b = a, c = a;
+  auto e = a * zn::sin(b) + zn::exp(-c * c);
+  auto ev = zn::make_evaluator(e);
+  cu::kernel_source k =
+      cu::elementwise_kernel<float, decltype(ev)>({cu::layout::vectorized, false, 0});
+  auto root =
+      std::filesystem::temp_directory_path() / ("zenith_bench_cuda_" + std::to_string(::getpid()));
+  std::printf("## Kernel cache latency (%s, %zu bytes of source)\n\n", k.name.c_str(),
+              k.text.size());
+  std::printf(
+      "| arch | miss: NVRTC compile + disk write (ms) | memory hit (us) | disk hit (us) |\n");
+  std::printf("|---|---:|---:|---:|\n");
+  for (int arch : {80, 90}) {
+    std::vector<double> miss, memory, disk;
+    for (int r = 0; r < reps; ++r) {
+      auto dir = root / (std::to_string(arch) + "_" + std::to_string(r));
+      cu::jit_cache cache(16, dir);
+      auto t0 = clock_type::now();
+      auto img = cache.get(k.text, k.name, arch);
+      miss.push_back(us_since(t0) / 1000);
+      for (int i = 0; i < 100; ++i) {
+        t0 = clock_type::now();
+        (void)cache.get(k.text, k.name, arch);
+        memory.push_back(us_since(t0));
+      }
+      for (int i = 0; i < 10; ++i) {
+        cu::jit_cache fresh(16, dir);
+        t0 = clock_type::now();
+        (void)fresh.get(k.text, k.name, arch);
+        disk.push_back(us_since(t0));
+        if (fresh.stats().disk_hits != 1) std::printf("(not a disk hit!)\n");
+      }
+    }
+    std::printf("| sm_%d | %.1f | %.2f | %.1f |\n", arch, median(miss), median(memory),
+                median(disk));
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(root, ec);
+  std::printf("\n");
+}
+
+void gpu_chain(int reps) {
+  if (cu::device_count() == 0) {
+    std::printf("## On a GPU\n\nno CUDA device here: skipped\n");
+    return;
+  }
+  zn::device gpu = zn::cuda(0);
+  std::size_t n = std::size_t(1) << 26;
+  zn::array<float> a = zn::linspace<float>(-1, 1, n).to(gpu), b = a, c = a;
+  zn::array<float> copy_dst = zn::array<float>::empty({n}, gpu);
+  auto time_ms = [&](auto&& f) {
+    f();  // warm-up: compiles and loads the kernels
+    zn::synchronize(gpu);
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) {
+      auto t0 = clock_type::now();
+      f();
+      zn::synchronize(gpu);
+      t.push_back(us_since(t0) / 1000);
+    }
+    return median(t);
+  };
+  double copy = time_ms(
+      [&] { zn::memory_of(gpu).copy(copy_dst.data(), gpu, a.data(), gpu, n * sizeof(float)); });
+  double fused = time_ms([&] { zn::array<float> y = a * zn::sin(b) + zn::exp(-c * c); });
+  double unfused = time_ms([&] {
+    zn::array<float> s = zn::sin(b);
+    zn::array<float> p = a * s;
+    zn::array<float> q = c * c;
+    zn::array<float> x = zn::exp(-q);
+    zn::array<float> y = p + x;
+  });
+  double gb = double(n) * sizeof(float) / 1e6;  // per array, in GB per ms -> GB/s below
+  double copy_bw = 2 * gb / copy, fused_bw = 4 * gb / fused;
+  std::printf("## a * sin(b) + exp(-c * c), 2^26 floats, cuda:0\n\n");
+  std::printf("| | ms | GB/s moved | vs copy |\n|---|---:|---:|---:|\n");
+  std::printf("| device-to-device copy | %.3f | %.0f | 1.00 |\n", copy, copy_bw);
+  std::printf("| fused (one kernel) | %.3f | %.0f | %.2f |\n", fused, fused_bw, fused_bw / copy_bw);
+  std::printf("| unfused (5 kernels) | %.3f | %.0f | %.2f |\n", unfused, 4 * gb / unfused,
+              (4 * gb / unfused) / copy_bw);
+  std::printf("\nfused / unfused time: %.2f\n", fused / unfused);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = argc > 1 ? std::atoi(argv[1]) : 7;
+  cache_latency(reps);
+  gpu_chain(reps * 3);
+}
