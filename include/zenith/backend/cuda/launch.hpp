@@ -67,7 +67,8 @@ template <class E>
 struct reduction_on_device : std::false_type {};
 template <class Op, class C>
 struct reduction_on_device<reduce_node<Op, C>>
-    : std::bool_constant<device_reduction<Op> && elementwise_on_device<C>::value> {};
+    : std::bool_constant<device_reduction<Op> &&
+                         elementwise_on_device<std::remove_cvref_t<C>>::value> {};
 
 // The kernel of variant v for out (T) = an evaluator of type Ev: generated once per type and
 // variant, as its text depends on nothing else.
