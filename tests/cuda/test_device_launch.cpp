@@ -187,6 +187,21 @@ TEST_CASE("reductions of device expressions run as generated kernels", "[cuda][n
   CHECK_THROWS_AS(zn::array<float>(zn::max(empty, 1)), zn::value_error);
 }
 
+TEST_CASE("a jit function over device arrays computes every call", "[cuda][device]") {
+  // Launches and copies are not steps a replay repeats: such a recording is not replayed.
+  emulated_gpu emulated;
+  auto f = zn::jit([](zn::array<float> const& x) { return zn::eval(zn::exp(x) * 2.f); });
+  auto g = zn::jit([](zn::array<float> const& x) { return x.to(gpu0); });
+  for (float v : {0.5f, -1.f, 2.f}) {
+    auto x = values<float>({9}, v, v + 1);
+    check_close(f(x.to(gpu0)), zn::array<float>(zn::exp(x) * 2.f), 4e-6);
+    check_close(g(x), x, 0);
+  }
+  CHECK(f.recordings() == 1);
+  CHECK(f.replayable_recordings() == 0);
+  CHECK(g.replayable_recordings() == 0);
+}
+
 TEST_CASE("device expressions that cannot run there yet are device_errors", "[cuda][device]") {
   emulated_gpu emulated;
   auto a = values<float>({4, 5}, -1, 1);

@@ -91,6 +91,7 @@ class array : public expr_base {
     out.ptr_ = static_cast<T*>(out.buf_->data());
     out.shape_ = shape_;
     if (std::size_t bytes = size() * sizeof(T)) m.copy(out.ptr_, d, ptr_, from, bytes);
+    detail::note_unreplayable("a copy between devices");  // not a step a jit replay repeats
     return out;
   }
   T* data() { return ptr_; }

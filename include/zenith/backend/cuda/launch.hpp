@@ -19,6 +19,7 @@
 
 #include "../../core/array.hpp"
 #include "../../core/creation.hpp"
+#include "../../core/recording.hpp"
 #include "../../core/trace.hpp"
 #include "../../expr/node.hpp"
 #include "../../expr/views.hpp"
@@ -140,6 +141,9 @@ array<T> evaluate_on_device(device d, E const& e) {
                          "supported yet");
     kernel_runner const* runner = detail::runner_slot();
     if (!runner) no_kernel_compiler(d);
+    // A launch is not a recorded step (core/recording.hpp): a jit recording of it would replay
+    // without it, so such a function is called afresh instead.
+    zenith::detail::note_unreplayable("a CUDA kernel launch");
     auto out = array<T>::empty(e.shape(), d);
     std::int64_t n = std::int64_t(out.size());
     if (n == 0) return out;
