@@ -12,6 +12,7 @@
 // cache may be handed out again at once: whatever reads it later is ordered after whatever used
 // it before.
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -48,6 +49,10 @@ struct device_context {
 
 inline constexpr int out_of_memory = 2;  // CUDA_ERROR_OUT_OF_MEMORY
 
+inline driver_api::deviceptr dptr(void const* p) {
+  return static_cast<driver_api::deviceptr>(reinterpret_cast<std::uintptr_t>(p));
+}
+
 inline void* device_allocate(std::size_t bytes, void* c) {
   auto const& dc = *static_cast<device_context const*>(c);
   dc.make_current();
@@ -55,13 +60,13 @@ inline void* device_allocate(std::size_t bytes, void* c) {
   int r = driver().mem_alloc(&p, bytes);
   if (r == out_of_memory) return nullptr;  // the caching allocator empties its cache and retries
   if (r != 0) fail(dc.where() + ": cuMemAlloc of " + std::to_string(bytes) + " bytes", r);
-  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p));
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p));  // dptr's inverse
 }
 
 inline void device_release(void* p, std::size_t, void* c) {
   auto const& dc = *static_cast<device_context const*>(c);
   if (driver().ctx_set_current(dc.ctx) != 0) return;  // called from destructors: never throws
-  driver().mem_free(static_cast<driver_api::deviceptr>(reinterpret_cast<std::uintptr_t>(p)));
+  driver().mem_free(dptr(p));
 }
 
 [[noreturn]] inline void device_out_of_memory(std::size_t bytes, memory_stats const& s, void* c) {
@@ -79,29 +84,34 @@ struct device_state {
   std::unique_ptr<caching_allocator> allocator;
 };
 
-// Device i's state, made on first use (cuda(i) has checked that the device exists).
+// Device i's state, made on first use (cuda(i) has checked that the device exists). Every
+// allocation and copy asks for it, so only its making takes the lock.
 inline device_state& state_of(int index) {
-  static std::array<std::unique_ptr<device_state>, max_devices> states;
+  static std::array<std::atomic<device_state*>, max_devices> states{};
   static std::mutex mu;
   if (index < 0 || index >= max_devices)
     throw device_error("cuda:" + std::to_string(index) + ": zenith handles devices 0 to " +
                        std::to_string(max_devices - 1));
+  auto& slot = states[std::size_t(index)];
+  if (device_state* made = slot.load(std::memory_order_acquire)) return *made;
   std::lock_guard lock(mu);
-  auto& s = states[std::size_t(index)];
-  if (!s) {
-    driver_api const& d = driver();
-    if (!d.missing.empty()) throw device_error("cuda:" + std::to_string(index) + ": " + d.missing);
-    auto made = std::make_unique<device_state>();
-    made->context.index = index;
-    int& dev = made->ordinal;
-    if (int r = d.device_get(&dev, index); r != 0) fail(made->context.where() + ": cuDeviceGet", r);
-    if (int r = d.primary_ctx_retain(&made->context.ctx, dev); r != 0)
-      fail(made->context.where() + ": cuDevicePrimaryCtxRetain", r);
-    made->allocator = std::make_unique<caching_allocator>(
-        memory_source{&device_allocate, &device_release, &device_out_of_memory, &made->context});
-    s = std::move(made);
-  }
-  return *s;
+  if (device_state* made = slot.load(std::memory_order_relaxed)) return *made;
+  driver_api const& d = driver();
+  if (!d.missing.empty()) throw device_error("cuda:" + std::to_string(index) + ": " + d.missing);
+  auto made = std::make_unique<device_state>();
+  made->context.index = index;
+  int& dev = made->ordinal;
+  if (int r = d.device_get(&dev, index); r != 0) fail(made->context.where() + ": cuDeviceGet", r);
+  if (int r = d.primary_ctx_retain(&made->context.ctx, dev); r != 0)
+    fail(made->context.where() + ": cuDevicePrimaryCtxRetain", r);
+  made->allocator = std::make_unique<caching_allocator>(
+      memory_source{&device_allocate, &device_release, &device_out_of_memory, &made->context});
+  // Owned here and destroyed at exit, when its allocator gives its cache back to the driver.
+  static std::array<std::unique_ptr<device_state>, max_devices> owned;
+  device_state* p = made.get();
+  owned[std::size_t(index)] = std::move(made);
+  slot.store(p, std::memory_order_release);
+  return *p;
 }
 
 // Page-locked host memory, portable to every context (CU_MEMHOSTALLOC_PORTABLE), cached as
@@ -122,10 +132,6 @@ inline void host_release(void* p, std::size_t, void*) { driver().mem_free_host(p
 inline caching_allocator& pinned_allocator() {
   static caching_allocator a(memory_source{&host_allocate, &host_release, &host_out_of_memory});
   return a;
-}
-
-inline driver_api::deviceptr dptr(void const* p) {
-  return static_cast<driver_api::deviceptr>(reinterpret_cast<std::uintptr_t>(p));
 }
 
 inline void* allocate(device d, std::size_t bytes) {

@@ -127,16 +127,16 @@ inline kernel_runner const* install_kernel_runner(kernel_runner const* r) {
 template <element T, expression E>
 array<T> evaluate_on_device(device d, E const& e) {
   using D = std::remove_cvref_t<E>;
-  std::string where = "zenith: evaluating on " + d.str() + ": ";
+  auto where = [&] { return "zenith: evaluating on " + d.str() + ": "; };  // for errors only
   if constexpr (!detail::elementwise_on_device<D>::value &&
                 !detail::reduction_on_device<D>::value) {
-    throw device_error(where +
+    throw device_error(where() +
                        "only elementwise expressions (arrays, numbers, elementwise ops, views) "
                        "and reductions along axes of them run on CUDA devices so far; bring the "
                        "arrays to the CPU with .to(zenith::cpu)");
   } else {
     if (zenith::detail::active_trace())
-      throw device_error(where +
+      throw device_error(where() +
                          "transforms (grad, jvp, ...) of device arrays are not "
                          "supported yet");
     kernel_runner const* runner = detail::runner_slot();
