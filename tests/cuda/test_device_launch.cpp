@@ -6,127 +6,9 @@
 // the CPU backend; only the NVRTC compile and the launch through the driver are not (the
 // catalogue's kernels compile with NVRTC in test_kernel_compile.cpp; gpu.device_arrays launches
 // on a GPU).
-#include <dlfcn.h>
-#include <unistd.h>
-#include <catch2/catch.hpp>
-#include <zenith/zenith.hpp>
+#include "emulated_gpu.hpp"
 
-#include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <string>
-#include <vector>
-
-namespace zn = zenith;
-namespace cu = zenith::cuda_backend;
-
-namespace {
-
-struct host_memory {
-  static void* allocate(zn::device, std::size_t bytes) { return std::malloc(bytes); }
-  static void deallocate(zn::device, void* p, std::size_t) { std::free(p); }
-  static void copy(void* dst, zn::device, void const* src, zn::device, std::size_t bytes) {
-    std::memcpy(dst, src, bytes);
-  }
-  static constexpr zn::device_memory table{&allocate, &deallocate, &copy};
-};
-
-// Each kernel compiled once into its own host library, with a trampoline that unpacks the
-// launch's void** arguments as cuLaunchKernel does.
-struct host_runner {
-  static inline std::map<std::string, void*> loaded;  // kernel name -> trampoline
-  static inline std::vector<std::string> launches;    // names, in launch order
-  static inline std::filesystem::path dir;
-
-  static void* load(cu::kernel_source const& k) {
-    if (auto it = loaded.find(k.name); it != loaded.end()) return it->second;
-    std::string src = "#include \"host_grid_shim.hpp\"\n" + k.text;
-    src += "extern \"C\" void call_" + k.name + "(void** a) {\n  " + k.name + "(";
-    for (std::size_t p = 0; p < k.params.size(); ++p)
-      src += (p ? ", *(" : "*(") + k.params[p] + "*)a[" + std::to_string(p) + "]";
-    src += ");\n}\n";
-    auto cpp = dir / (k.name + ".cpp"), so = dir / (k.name + ".so");
-    std::ofstream(cpp) << src;
-    std::string cmd = std::string(ZENITH_TEST_CXX) + " -std=c++20 -O0 -shared -fPIC -w -I" +
-                      ZENITH_TEST_INCLUDE + " -I" + ZENITH_TEST_SHIM_DIR + " " + cpp.string() +
-                      " -o " + so.string();
-    REQUIRE(std::system(cmd.c_str()) == 0);
-    void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-    REQUIRE(h);
-    void* fn = dlsym(h, ("call_" + k.name).c_str());
-    void* emulate = dlsym(h, "zn_emulate");
-    void* emulate_blocks = dlsym(h, "zn_emulate_blocks");
-    REQUIRE(fn);
-    REQUIRE(emulate);
-    REQUIRE(emulate_blocks);
-    loaded[k.name] = fn;
-    loaded[k.name + "/emulate"] = emulate;
-    loaded[k.name + "/emulate_blocks"] = emulate_blocks;
-    return fn;
-  }
-  static void run(zn::device d, cu::kernel_source const& k, cu::kernel_args& a,
-                  cu::launch_shape const& shape) {
-    CHECK(d == zn::device{zn::device::kind::cuda, 0});
-    CHECK(shape.blocks > 0);
-    using call_t = void (*)(void**);
-    using emulate_t = void (*)(call_t, void**, unsigned, unsigned);
-    auto fn = reinterpret_cast<call_t>(load(k));
-    auto emulate = reinterpret_cast<emulate_t>(
-        loaded[k.name + (shape.cooperative ? "/emulate_blocks" : "/emulate")]);
-    auto args = a.pointers();
-    // Fewer threads than elements (and blocks than outputs): the grid-stride loops.
-    emulate(fn, args.data(), 3, 32);
-    launches.push_back(k.name);
-  }
-  static constexpr cu::kernel_runner table{&run};
-};
-
-// Both stand-ins installed for a test's lifetime.
-struct emulated_gpu {
-  zn::device_memory const* memory;
-  cu::kernel_runner const* runner;
-  emulated_gpu()
-      : memory(zn::install_cuda_memory(&host_memory::table)),
-        runner(cu::install_kernel_runner(&host_runner::table)) {
-    host_runner::dir = std::filesystem::temp_directory_path() /
-                       ("zenith_device_launch_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(host_runner::dir);
-    host_runner::launches.clear();
-  }
-  ~emulated_gpu() {
-    zn::install_cuda_memory(memory);
-    cu::install_kernel_runner(runner);
-    std::error_code ec;  // the libraries stay loaded; their files can go
-    std::filesystem::remove_all(host_runner::dir, ec);
-  }
-};
-
-zn::device const gpu0{zn::device::kind::cuda, 0};
-
-template <class T>
-zn::array<T> values(zn::shape s, double lo, double hi) {
-  std::vector<T> v(s.numel());
-  for (std::size_t i = 0; i < v.size(); ++i)
-    v[i] = T(lo + (hi - lo) * double((i * 7919) % 1009) / 1008.0);
-  return zn::array<T>(s, v);
-}
-
-template <class T>
-void check_close(zn::array<T> const& got_on_device, zn::array<T> const& want, double tol) {
-  REQUIRE(got_on_device.device() == gpu0);
-  zn::array<T> got = got_on_device.to(zn::cpu);
-  REQUIRE(got.shape() == want.shape());
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    double a = double(got.data()[i]), b = double(want.data()[i]);
-    INFO("element " << i << ": device " << a << ", CPU " << b);
-    REQUIRE(std::abs(a - b) <= tol * (1 + std::abs(b)));
-  }
-}
-
-}  // namespace
+using namespace emulated;
 
 TEST_CASE("expressions over device arrays run as generated kernels", "[cuda][nvrtc][device]") {
   emulated_gpu emulated;
@@ -202,6 +84,26 @@ TEST_CASE("a jit function over device arrays computes every call", "[cuda][devic
   CHECK(g.replayable_recordings() == 0);
 }
 
+TEST_CASE("reductions inside device expressions run first, as kernels of their own",
+          "[cuda][nvrtc][device]") {
+  emulated_gpu emulated;
+  auto x = values<float>({7, 40}, -3, 3);
+  auto dx = x.to(gpu0);
+  check_close(zn::array<float>(dx - zn::sum(dx, 1, true)),
+              zn::array<float>(x - zn::sum(x, 1, true)), 4e-6);
+  // A softmax written out: a max, then a sum of an expression over it, then the quotient.
+  auto soft = [](auto const& v) {
+    auto e = zn::exp(v - zn::max(v, 1, true));
+    return e / zn::sum(e, 1, true);
+  };
+  check_close(zn::array<float>(soft(dx)), zn::array<float>(soft(x)), 4e-6);
+  // A reshape of an expression, and a reduction of a reduction.
+  check_close(zn::array<float>(zn::reshape(dx * 2.f, {40, 7}) + 1.f),
+              zn::array<float>(zn::reshape(x * 2.f, {40, 7}) + 1.f), 4e-6);
+  check_close(zn::array<float>(zn::sum(zn::max(dx, 1) * 3.f)),
+              zn::array<float>(zn::sum(zn::max(x, 1) * 3.f)), 4e-6);
+}
+
 TEST_CASE("device expressions that cannot run there yet are device_errors", "[cuda][device]") {
   emulated_gpu emulated;
   auto a = values<float>({4, 5}, -1, 1);
@@ -215,12 +117,11 @@ TEST_CASE("device expressions that cannot run there yet are device_errors", "[cu
     return "no device_error";
   };
   CHECK(message([&] { zn::array<float> r = zn::softmax(da, 1); }) ==
-        "zenith: evaluating on cuda:0: only elementwise expressions (arrays, numbers, "
-        "elementwise ops, views) and reductions along axes of them run on CUDA devices so far; "
-        "bring the arrays to the CPU with .to(zenith::cpu)");
-  // A reduction inside an elementwise expression would be evaluated first, on the CPU's path.
-  CHECK(message([&] { zn::array<float> r = da - zn::sum(da, 1, true); }).find("on cuda:0") !=
-        std::string::npos);
+        "zenith: evaluating on cuda:0: softmax does not run on CUDA devices yet; bring the "
+        "arrays to the CPU with .to(zenith::cpu)");
+  CHECK(message([&] { zn::array<float> r = zn::exp(zn::matmul(da, zn::transpose(da))); }) ==
+        "zenith: evaluating on cuda:0: matmul does not run on CUDA devices yet; bring the "
+        "arrays to the CPU with .to(zenith::cpu)");
   CHECK(message([&] { zn::array<float> r = da + a; }).find("mixes") != std::string::npos);
   CHECK(host_runner::launches.empty());
 }

@@ -62,9 +62,27 @@ void device_expression() {
   // [/doc:cuda-device-expression]
 }
 
+void device_grad() {
+  // [doc:cuda-device-grad]
+  if (zn::cuda_backend::device_count() > 0) {
+    zn::device gpu = zn::cuda(0);
+    auto loss = [](auto const& w, auto const& x) {
+      return zn::mean(zn::square(zn::tanh(x * w - 0.5f)));
+    };
+    zn::array<float> w = zn::linspace<float>(-1, 1, 4096).to(gpu);
+    zn::array<float> x = zn::linspace<float>(0, 2, 4096).to(gpu);
+    auto [value, gw] = zn::value_and_grad(loss)(w, x);  // both passes run on the GPU
+    CHECK(value.device() == gpu && gw.device() == gpu);
+    auto [host_value, host_gw] = zn::value_and_grad(loss)(w.to(zn::cpu), x.to(zn::cpu));
+    CHECK(zn::allclose(gw.to(zn::cpu), host_gw, 1e-4, 1e-6));
+  }
+  // [/doc:cuda-device-grad]
+}
+
 int main() {
   kernel_source();
   device_arrays();
   device_expression();
+  device_grad();
   std::puts("docs/cuda.md: ok");
 }

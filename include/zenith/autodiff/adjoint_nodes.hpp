@@ -54,6 +54,14 @@ array<value_t<E>> eval_barrier(shared_node<E> const& e) {
   if (!*e.cache) *e.cache = detail::evaluate_untraced<value_t<E>>(e.child);
   return **e.cache;
 }
+template <class E>
+requires cuda_backend::lowerable<E>
+struct cuda_backend::lowering<shared_node<E>> {
+  static array<value_t<E>> lower(device d, shared_node<E> const& e) {
+    if (!*e.cache) *e.cache = cuda_backend::evaluate_on_device<value_t<E>>(d, e.child);
+    return **e.cache;
+  }
+};
 
 // shared_ref<E>: e, held by a shared handle so that copies do not copy its tree. A cotangent
 // that several operands take is wrapped in one (autodiff/backward.hpp): the expression is the
@@ -78,6 +86,11 @@ template <class E>
 struct evaluator_for<shared_ref<E>> {
   using type = evaluator_t<E>;
   static type build(shared_ref<E> const& e) { return make_evaluator(e.child()); }
+};
+template <class E>
+requires cuda_backend::lowerable<E>
+struct cuda_backend::lowering<shared_ref<E>> {
+  static auto lower(device d, shared_ref<E> const& e) { return cuda_backend::lower(d, e.child()); }
 };
 
 namespace detail::red {
@@ -141,18 +154,36 @@ struct fold_to_node : expr_base {
   }
 };
 
+namespace detail {
+// The axes of an array of shape s that fold_to sums.
+inline std::vector<int> folded_axes(zenith::shape const& s, zenith::shape const& full) {
+  std::size_t lead = s.size() - full.size();
+  std::vector<int> axes;
+  for (std::size_t k = 0; k < s.size(); ++k)
+    if (k < lead || (full[k - lead] == 1 && s[k] != 1)) axes.push_back(int(k));
+  return axes;
+}
+}  // namespace detail
+
 template <class E>
 array<value_t<E>> eval_barrier(fold_to_node<E> const& e) {
   using T = value_t<E>;
   array<T> r = detail::evaluate_untraced<T>(e.child);
-  zenith::shape s = r.shape();
-  std::size_t lead = s.size() - e.full.size();
-  std::vector<int> axes;
-  for (std::size_t k = 0; k < s.size(); ++k)
-    if (k < lead || (e.full[k - lead] == 1 && s[k] != 1)) axes.push_back(int(k));
+  std::vector<int> axes = detail::folded_axes(r.shape(), e.full);
   if (!axes.empty()) r = detail::evaluate_untraced<T>(sum(r, axes, true));
   return array<T>::from_buffer(r.storage(), r.data(), e.shape_);
 }
+template <class E>
+requires cuda_backend::lowerable<E>
+struct cuda_backend::lowering<fold_to_node<E>> {
+  static array<value_t<E>> lower(device d, fold_to_node<E> const& e) {
+    using T = value_t<E>;
+    array<T> r = cuda_backend::evaluate_on_device<T>(d, e.child);
+    std::vector<int> axes = zenith::detail::folded_axes(r.shape(), e.full);
+    if (!axes.empty()) r = cuda_backend::evaluate_on_device<T>(d, sum(r, axes, true));
+    return array<T>::from_buffer(r.storage(), r.data(), e.shape_);
+  }
+};
 
 namespace autodiff {
 

@@ -252,12 +252,13 @@ auto prod_partial(reduce_node<ops::reduce_prod, C> const& e, array<value_t<C>> c
   array<T> p = kept_value(e, value);
   // Which rule applies depends on the values: a replay could not take the other one.
   zenith::detail::note_unreplayable("the derivative of prod");
+  array<T> ph = p.device() == cpu ? p : p.to(cpu);  // read here, from a device array's copy
   bool plain = true;
-  for (std::size_t i = 0; i < p.size(); ++i)
-    plain = plain && p.data()[i] == p.data()[i] && p.data()[i] != T(0);
+  for (std::size_t i = 0; i < ph.size(); ++i)
+    plain = plain && ph.data()[i] == ph.data()[i] && ph.data()[i] != T(0);
   array<T> zeros_in, nonzero_prod;  // per group, kept shape
   if (plain) {
-    zeros_in = zeros<T>(zenith::shape{});  // no x is 0 (else p would be 0 or NaN)
+    zeros_in = zeros<T>(zenith::shape{}, p.device());  // no x is 0 (else p would be 0 or NaN)
     nonzero_prod = p;
   } else {
     auto is_zero = zenith::detail::as_number<C>(e.child == T(0));

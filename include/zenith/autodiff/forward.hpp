@@ -57,7 +57,7 @@ namespace detail {
 template <class E>
 auto zero_tangent(E const& e) {
   using T = value_t<E>;
-  return broadcast_to(zeros<T>(zenith::shape{}), e.shape());
+  return broadcast_to(zeros<T>(zenith::shape{}, zenith::detail::device_of(e)), e.shape());
 }
 }  // namespace detail
 

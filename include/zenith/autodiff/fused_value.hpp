@@ -75,7 +75,7 @@ class value_fusing_sink<total_target<Op, T, E>> {
   template <class Op2, element T2, expression E2>
   std::optional<array<T2>> queue_total(E2 const& e, zenith::shape const& s) {
     if constexpr (std::is_same_v<Op2, Op> && std::is_same_v<T2, T> && std::is_same_v<E2, E>) {
-      if (!held_ && s.numel() == 1 && e.shape().numel() > 0) {
+      if (!held_ && s.numel() == 1 && e.shape().numel() > 0 && !zenith::detail::on_a_device(e)) {
         held_.emplace(e);
         value_ = array<T>::empty(s);
         return value_;

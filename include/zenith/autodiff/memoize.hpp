@@ -56,6 +56,12 @@ struct evaluator_for<memo_node<B>> {
   static type build(memo_node<B> const& e) { return type::owning(e.value); }
 };
 
+// On a device, its value (computed there).
+template <class B>
+struct cuda_backend::lowering<memo_node<B>> {
+  static array<value_t<B>> lower(device, memo_node<B> const& e) { return e.value; }
+};
+
 namespace autodiff {
 
 // memoized_t<E>: the type memoize gives E, computed on types alone (the functions below are

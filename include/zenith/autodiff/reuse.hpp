@@ -182,4 +182,12 @@ template <class E>
 struct has_barrier<reuse_node<E>> : has_barrier<E> {};  // a reader may recompute it
 }  // namespace detail::red
 
+// On a device, recomputed where it is read: a kernel's transcendentals are cheap next to the
+// memory traffic that storing would add.
+template <class E>
+requires cuda_backend::lowerable<E>
+struct cuda_backend::lowering<reuse_node<E>> {
+  static auto lower(device d, reuse_node<E> const& e) { return cuda_backend::lower(d, e.child()); }
+};
+
 }  // namespace zenith

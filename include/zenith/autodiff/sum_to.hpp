@@ -124,6 +124,21 @@ array<value_t<C>> evaluate_sum_to(sum_to_node<C> const& e) {
 }
 }  // namespace detail
 
+// On a device, its value as an array: the sum where it reduces, else the child evaluated (a
+// kernel reads one expression type, whichever the shapes turn out to be).
+template <class C>
+requires cuda_backend::lowerable<C>
+struct cuda_backend::lowering<sum_to_node<C>> {
+  static array<value_t<C>> lower(device d, sum_to_node<C> const& e) {
+    using T = value_t<C>;
+    array<T> full = cuda_backend::evaluate_on_device<T>(d, e.child);
+    if (!e.reduces()) return full;
+    array<T> r = cuda_backend::evaluate_on_device<T>(
+        d, sum(full, std::vector<int>(e.axes.begin(), e.axes.end()), true));
+    return array<T>::from_buffer(r.storage(), r.data(), e.shape_);
+  }
+};
+
 template <class C>
 struct evaluator_for<sum_to_node<C>> {
   using T = value_t<C>;

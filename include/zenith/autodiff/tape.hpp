@@ -90,6 +90,9 @@ class cotangents {
         zenith::detail::assign_rebind_untraced(*slot, *slot + ct, true);
       } else if constexpr (std::is_same_v<G, array<T>>) {
         slot = ct;
+      } else if (device d = leaf.device(); d != cpu) {
+        // On the leaf's device, even a cotangent that reads no array there (a constant).
+        slot = zenith::detail::evaluate_on<T>(d, ct);
       } else if constexpr (barrier_expression<G>) {
         slot = zenith::detail::evaluate_untraced<T>(ct);  // the barrier's own result, no copy
       } else {

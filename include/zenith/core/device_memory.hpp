@@ -3,6 +3,7 @@
 // backend installs (backend/cuda/device_memory.hpp installs the CUDA driver's). The core layer
 // allocates, frees and copies arrays through it without depending on any backend; where no
 // backend is installed, asking for such memory is a device_error that says so.
+#include <atomic>
 #include <cstddef>
 #include <string>
 
@@ -29,6 +30,13 @@ inline device_memory const*& cuda_memory_slot() {
   return m;
 }
 
+// Whether any memory has been asked of a device other than the CPU. Until then no array lives
+// on one, and the library's internal evaluations skip looking for device arrays (one load).
+inline std::atomic<bool>& device_memory_used() {
+  static std::atomic<bool> used{false};
+  return used;
+}
+
 }  // namespace detail
 
 // The memory functions of device d's backend (d is not the CPU).
@@ -37,6 +45,7 @@ inline device_memory const& memory_of(device d) {
   if (!m)
     throw device_error("zenith: memory on " + d.str() + " needs its backend, which this program " +
                        "does not include");
+  detail::device_memory_used().store(true, std::memory_order_relaxed);
   return *m;
 }
 

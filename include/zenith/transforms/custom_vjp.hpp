@@ -382,7 +382,11 @@ struct custom_vjp_fn {
                         "argument");
     }
 
-    if (rec) {  // the output in a buffer of the recording, which fwd's step writes on a replay
+    if (rec && out.device() != cpu) {
+      // Replayed steps write host memory: such a recording is called afresh instead.
+      note_unreplayable("a custom_vjp rule over device arrays");
+    } else if (rec) {  // the output in a buffer of the recording, which fwd's step writes on a
+                       // replay
       array<T> kept = array<T>::empty(out.shape());
       std::vector<void const*> reads;
       (for_each_arg_leaf(args, [&](auto const& l) { reads.push_back(l.data()); }), ...);

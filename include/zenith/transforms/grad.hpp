@@ -103,7 +103,7 @@ Tree gradient_tree(Tree const& traced, autodiff::cotangents& cts) {
     if (auto ct = cts.template take<T>(a.storage().get()))
       a = std::move(*ct);
     else
-      a = zeros<T>(a.shape());
+      a = zeros<T>(a.shape(), a.device());
   });
   return g;
 }
@@ -154,7 +154,7 @@ array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts
     using Child = std::remove_cvref_t<decltype(top.child)>;
     autodiff::value_fusing_sink<autodiff::total_target<Op, T, Child>> sink(cts);
     std::optional<array<T>> value = sink.template queue_total<Op, T>(top.child, out.shape());
-    if (!value) value = eval_barrier(top);
+    if (!value) value = evaluate_untraced<T>(top);
     autodiff::backward(top.child, std::move(ct), sink);
     sink.finish();
     return *std::move(value);

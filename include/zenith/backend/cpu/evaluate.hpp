@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "../../core/device_of.hpp"
 #include "../../core/trace.hpp"
 #include "../../expr/elementwise.hpp"
 #include "../cuda/launch.hpp"  // expressions over device arrays
@@ -65,9 +66,22 @@ dest_view<T> contiguous_dest(array<T>& out) {
   return {out.data(), row_major_strides(out.shape())};
 }
 
-// A fresh array holding e's values (a barrier's own result when it already is T).
+// e evaluated on device d, for the library's own evaluations (evaluate_fresh).
+template <element T, expression E>
+array<T> evaluate_on(device d, E const& e) {
+#ifdef ZENITH_WITH_NVRTC
+  return cuda_backend::evaluate_on_device<T>(d, e);
+#else
+  (void)e;
+  cuda_backend::no_kernel_compiler(d);
+#endif
+}
+
+// A fresh array holding e's values (a barrier's own result when it already is T), on the device
+// where e's arrays are.
 template <element T, expression E>
 array<T> evaluate_fresh(E const& e) {
+  if (on_a_device(e)) return evaluate_on<T>(check_one_device(e), e);
   if constexpr (barrier_expression<E> && std::is_same_v<value_t<E>, T>) {
     return eval_barrier(e);
   } else {
@@ -134,40 +148,14 @@ array<T> evaluate_unrecorded(E const& e, std::string_view rule) {
   return evaluate_untraced<T>(e);
 }
 
-// The device of every array e reads (the CPU for none); device_error when they are on more than
-// one, naming two of them.
-template <expression E>
-device check_one_device(E const& e) {
-  bool first = true;
-  device d0 = cpu;
-  zenith::shape s0;
-  e.for_each_array([&](auto const& a) {
-    if (first) {
-      first = false;
-      d0 = a.device();
-      s0 = a.shape();
-    } else if (a.device() != d0) {
-      throw device_error("zenith: an expression mixes an array of shape " + s0.str() + " on " +
-                         d0.str() + " with one of shape " + a.shape().str() + " on " +
-                         a.device().str() + "; move them to one device with .to(device)");
-    }
-  });
-  return d0;
-}
-
 // e as an array, as user code materializes it: recorded on the tape when a trace reads it.
 // Where e's arrays are on a device, it is evaluated there (backend/cuda/launch.hpp) in a build
 // with NVRTC; elsewhere the device path is not compiled in (it adds about a tenth to the compile
-// time of code that materializes many expression types).
+// time of code that materializes many expression types). A recorded one is evaluated there too
+// (evaluate_fresh), as is its reverse pass.
 template <element T, expression E>
 array<T> evaluate_as(E const& e) {
-  if (device d = check_one_device(e); d != cpu) {
-#ifdef ZENITH_WITH_NVRTC
-    return cuda_backend::evaluate_on_device<T>(d, e);
-#else
-    cuda_backend::no_kernel_compiler(d);
-#endif
-  }
+  if (device d = check_one_device(e); d != cpu && !reads_traced(e)) return evaluate_on<T>(d, e);
   return evaluate_at_level<T, 0>(e);
 }
 
@@ -217,6 +205,10 @@ void assign_rebind_impl(array<T>& dst, X const& x, std::size_t expr_handles) {
 // evaluate_untraced).
 template <element T, expression E>
 void assign_rebind_untraced(array<T>& dst, E const& e, bool temporary) {
+  if (on_a_device(e)) {  // into a fresh buffer there (the old one may still be read)
+    dst = evaluate_fresh<T>(e);
+    return;
+  }
   buffer const* b = dst.storage().get();
   std::size_t held = temporary ? handles_to(e, b) : 0;
   // A named expression that reads dst keeps dst's buffer shared: then use_count exceeds

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../../core/small_vector.hpp"
+#include "evaluate.hpp"
 #include "evaluator.hpp"
 #include "fused_loop.hpp"
 #include "group_piece.hpp"
@@ -432,6 +433,7 @@ class reduce_loop final : public fused_group::loop {
 // barrier inside e, is built once.
 template <element T, expression E>
 std::pair<array<T>, bool> store_or_evaluate(fused_group& group, E const& e) {
+  if (on_a_device(e)) return {evaluate_fresh<T>(e), false};  // groups are CPU loops
   zenith::shape s = e.shape();
   std::int64_t n = std::int64_t(s.numel());
   auto l = group.template make<store_loop<T, E>>(e, nullptr);
@@ -481,7 +483,7 @@ fused_group::owned<reduce_loop<Op, T, E>> prepared_total(fused_group& group, E c
 // false, and nothing queued, when e cannot join the group.
 template <sum_or_mean Op, element T, expression E>
 bool queue_total_into(fused_group& group, E const& e, array<T>& value) {
-  if (value.size() != 1) return false;
+  if (value.size() != 1 || on_a_device(e)) return false;
   auto l = prepared_total<Op, T>(group, e);
   if (!l) return false;
   l->set_output(value.data());
@@ -494,7 +496,7 @@ bool queue_total_into(fused_group& group, E const& e, array<T>& value) {
 template <sum_or_mean Op, element T, expression E>
 std::optional<array<T>> queue_total(fused_group& group, E const& e,
                                     zenith::shape const& out_shape) {
-  if (out_shape.numel() != 1) return std::nullopt;
+  if (out_shape.numel() != 1 || on_a_device(e)) return std::nullopt;
   auto l = prepared_total<Op, T>(group, e);
   if (!l) return std::nullopt;
   auto out = array<T>::empty(out_shape);
@@ -535,7 +537,7 @@ joined_store<Tc> queue_total_with_store(fused_group& group, E const& e, array<T>
     // the next loop computes (group_piece.hpp); the shared loop is kept to the whole-block sizes
     // it was measured at (bench/fastad_suite, N <= 16384).
     if (n == 0 || n > whole_blocks_up_to || value.size() != 1 || ct.shape() != s ||
-        (!group.empty() && group.size() != n))
+        (!group.empty() && group.size() != n) || on_a_device(e) || on_a_device(ct))
       return std::nullopt;
     auto l = group.template make<L>(e, value.data(), n, S(ct));
     auto out = array<Tc>::empty(s);

@@ -6,9 +6,12 @@
 // where the build has NVRTC, and tests install one that runs the same source on the host
 // (tests/cuda/host_grid_shim.hpp), so the whole path is checked without a GPU.
 //
-// So far elementwise expressions run on a device (arrays, numbers, elementwise ops and views),
-// and reductions along axes of them (reduce_kernel.hpp: the expression fused in). Anything else
-// over device arrays (a matmul, a softmax, a gradient) is a device_error that says so.
+// What runs on a device: elementwise expressions (arrays, numbers, elementwise ops and views) as
+// one kernel, reductions along axes of them (reduce_kernel.hpp: the expression fused in), and
+// anything lower.hpp can reduce to those by computing its barriers first: reductions inside
+// larger expressions, reshapes, and the autodiff layer's nodes, so that a gradient's forward and
+// backward passes run there too. Anything else over device arrays (a matmul, a softmax, so far)
+// is a device_error that names it.
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -25,6 +28,7 @@
 #include "../../expr/views.hpp"
 #include "kernel_args.hpp"
 #include "kernel_source.hpp"
+#include "lower.hpp"
 #include "reduce_kernel.hpp"
 
 namespace zenith::cuda_backend {
@@ -123,58 +127,73 @@ inline kernel_runner const* install_kernel_runner(kernel_runner const* r) {
                      "configure with ZENITH_CUDA on)");
 }
 
-// out = e, on device d where every array e reads lives.
+// out (T) = e on device d, e lowered (lower.hpp): one elementwise kernel, or a reduction along
+// axes with its elementwise child fused in.
 template <element T, expression E>
-array<T> evaluate_on_device(device d, E const& e) {
+array<T> run_on_device(device d, E const& e) {
   using D = std::remove_cvref_t<E>;
-  auto where = [&] { return "zenith: evaluating on " + d.str() + ": "; };  // for errors only
-  if constexpr (!detail::elementwise_on_device<D>::value &&
-                !detail::reduction_on_device<D>::value) {
-    throw device_error(where() +
-                       "only elementwise expressions (arrays, numbers, elementwise ops, views) "
-                       "and reductions along axes of them run on CUDA devices so far; bring the "
-                       "arrays to the CPU with .to(zenith::cpu)");
+  kernel_runner const* runner = detail::runner_slot();
+  if (!runner) no_kernel_compiler(d);
+  // A launch is not a recorded step (core/recording.hpp): a jit recording of it would replay
+  // without it, so such a function is called afresh instead.
+  zenith::detail::note_unreplayable("a CUDA kernel launch");
+  if constexpr (detail::reduction_on_device<D>::value) {
+    using Op = typename D::op_type;
+    zenith::shape s = e.child.shape();
+    if (e.count() == 0) {  // as the CPU: the identity, or an error where there is none
+      if constexpr (!Op::has_identity) {
+        throw value_error(std::string(Op::name) + ": zero-size reduction of shape " + s.str() +
+                          " has no identity");
+      } else {
+        using A = compute_t<value_t<typename D::child_type>>;
+        return full<T>(e.shape(), T(Op::finalize(Op::template identity<A>(), 0)), d);
+      }
+    }
+    auto out = array<T>::empty(e.shape(), d);
+    zenith::detail::kernel_device_scope scope(d);  // the leaves may live on d
+    auto ev = make_evaluator(e.child);
+    using Ev = decltype(ev);
+    bool wide = detail::needs_index64(s, ev);
+    kernel_source const& k = detail::reduction_kernel_for<Op, T, Ev>(wide);
+    kernel_args a = reduction_args(wide, out.data(), s, e.axes, ev);
+    runner->run(d, k, a, {unsigned(reduction_block), std::int64_t(out.size()), true});
+    return out;
   } else {
-    if (zenith::detail::active_trace())
-      throw device_error(where() +
-                         "transforms (grad, jvp, ...) of device arrays are not "
-                         "supported yet");
-    kernel_runner const* runner = detail::runner_slot();
-    if (!runner) no_kernel_compiler(d);
-    // A launch is not a recorded step (core/recording.hpp): a jit recording of it would replay
-    // without it, so such a function is called afresh instead.
-    zenith::detail::note_unreplayable("a CUDA kernel launch");
+    static_assert(detail::elementwise_on_device<D>::value,
+                  "run_on_device: the expression must be lowered first (lower.hpp)");
     auto out = array<T>::empty(e.shape(), d);
     std::int64_t n = std::int64_t(out.size());
     if (n == 0) return out;
-    zenith::detail::kernel_device_scope scope(d);  // the leaves may live on d
-    if constexpr (detail::elementwise_on_device<D>::value) {
-      auto ev = make_evaluator(e);
-      using Ev = decltype(ev);
-      kernel_variant v = choose_variant(out.data(), out.shape(), ev);
-      kernel_source const& k = detail::kernel_for<T, Ev>(v);
-      kernel_args a = launch_args(v, out.data(), out.shape(), ev);
-      runner->run(d, k, a, {256, (n + 255) / 256, false});
-    } else {
-      using Op = typename D::op_type;
-      zenith::shape s = e.child.shape();
-      if (e.count() == 0) {  // as the CPU: the identity, or an error where there is none
-        if constexpr (!Op::has_identity) {
-          throw value_error(std::string(Op::name) + ": zero-size reduction of shape " + s.str() +
-                            " has no identity");
-        } else {
-          using A = compute_t<value_t<typename D::child_type>>;
-          return full<T>(e.shape(), T(Op::finalize(Op::template identity<A>(), 0)), d);
-        }
-      }
-      auto ev = make_evaluator(e.child);
-      using Ev = decltype(ev);
-      bool wide = detail::needs_index64(s, ev);
-      kernel_source const& k = detail::reduction_kernel_for<Op, T, Ev>(wide);
-      kernel_args a = reduction_args(wide, out.data(), s, e.axes, ev);
-      runner->run(d, k, a, {unsigned(reduction_block), n, true});  // a block per output
-    }
+    zenith::detail::kernel_device_scope scope(d);
+    auto ev = make_evaluator(e);
+    using Ev = decltype(ev);
+    kernel_variant v = choose_variant(out.data(), out.shape(), ev);
+    kernel_source const& k = detail::kernel_for<T, Ev>(v);
+    kernel_args a = launch_args(v, out.data(), out.shape(), ev);
+    runner->run(d, k, a, {256, (n + 255) / 256, false});
     return out;
+  }
+}
+
+// out (T) = e, on device d where every array e reads lives. Its barriers (reductions inside it,
+// and the autodiff layer's nodes) run first as kernels of their own (lower.hpp); the rest is
+// one kernel. A reduction at the top keeps its elementwise child fused in.
+template <element T, expression E>
+array<T> evaluate_on_device(device d, E const& e) {
+  using D = std::remove_cvref_t<E>;
+  if constexpr (!lowerable<D>) {
+    throw device_error("zenith: evaluating on " + d.str() + ": " +
+                       std::string(detail::off_device<D>::name) +
+                       " does not run on CUDA devices yet; bring the arrays to the CPU with "
+                       ".to(zenith::cpu)");
+  } else if constexpr (is_reduce_node_v<D>) {
+    using R = reduce_node<typename D::op_type, lowered_t<typename D::child_type>>;
+    return run_on_device<T>(d, R(lower(d, e.child), e.axes, e.keepdims));
+  } else if constexpr (requires { requires D::barrier; } &&
+                       std::is_same_v<lowered_t<D>, array<T>>) {
+    return lower(d, e);  // a barrier's own result, as on the CPU
+  } else {
+    return run_on_device<T>(d, lower(d, e));
   }
 }
 

@@ -1,0 +1,147 @@
+#pragma once
+// Lowering an expression for a device kernel: the same expression with every node that is not
+// elementwise replaced by its value, computed on the device first. What remains (arrays,
+// numbers, elementwise ops, views) is what a generated elementwise kernel computes in one pass.
+//
+//   exp(x - max(x, 1, true))  ->  exp(x - m), with m = max(x, 1, true) run as a reduction kernel
+//   memo_node (a barrier the reverse pass already evaluated)  ->  its value
+//
+// Each node type says how it lowers with a specialization of lowering<E> (a static
+// lower(device, e)); the autodiff layer's own nodes say so next to their definitions. A node with
+// none (a matmul, a softmax, so far) has no device implementation: evaluating it on a device is
+// a device_error that names it, never host code reading device memory.
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "../../core/array.hpp"
+#include "../../expr/node.hpp"
+#include "../../expr/reduce.hpp"
+#include "../../expr/reshape.hpp"
+#include "../../expr/views.hpp"
+#include "reduce_kernel.hpp"
+
+namespace zenith::cuda_backend {
+
+template <class E>
+struct lowering;  // static auto lower(device d, E const& e): e with its barriers computed on d
+
+template <class E>
+concept lowerable = requires(device d, E const& e) {
+  lowering<E>::lower(d, e);
+};
+
+template <class E>
+auto lower(device d, E const& e) {
+  return lowering<std::remove_cvref_t<E>>::lower(d, e);
+}
+template <class E>
+using lowered_t = decltype(lower(std::declval<device>(), std::declval<E const&>()));
+
+// Defined by launch.hpp: out (T) = e on device d, e lowered (run_on_device) or any
+// (evaluate_on_device). A node's lowering evaluates what it needs with these, on d, even where
+// that reads no array (a cotangent seed is a broadcast number).
+template <element T, expression E>
+array<T> run_on_device(device d, E const& e);
+template <element T, expression E>
+array<T> evaluate_on_device(device d, E const& e);
+
+template <element T>
+struct lowering<array<T>> {
+  static array<T> lower(device, array<T> const& a) { return a; }
+};
+
+template <class T>
+struct lowering<scalar_node<T>> {
+  static scalar_node<T> lower(device, scalar_node<T> const& s) { return s; }
+};
+
+template <class Op, class... Cs>
+requires(lowerable<Cs>&&...) struct lowering<map_node<Op, Cs...>> {
+  static auto lower(device d, map_node<Op, Cs...> const& e) {
+    return std::apply(
+        [&](auto const&... c) {
+          return map_node<Op, lowered_t<Cs>...>(cuda_backend::lower(d, c)...);
+        },
+        e.children);
+  }
+};
+
+template <class V, class C>
+requires lowerable<C>
+struct lowering<view_node<V, C>> {
+  static auto lower(device d, view_node<V, C> const& e) {
+    return view_node<V, lowered_t<C>>(cuda_backend::lower(d, e.child), e.view);
+  }
+};
+
+// A reshape reads its child as a contiguous array: the child computed first where it is not one.
+template <class C>
+requires lowerable<C>
+struct lowering<reshape_node<C>> {
+  static auto lower(device d, reshape_node<C> const& e) {
+    using T = value_t<C>;
+    auto l = cuda_backend::lower(d, e.child);
+    array<T> a;
+    if constexpr (std::is_same_v<decltype(l), array<T>>)
+      a = std::move(l);
+    else
+      a = run_on_device<T>(d, l);
+    return array<T>::from_buffer(a.storage(), a.data(), e.shape());
+  }
+};
+
+// A reduction inside a larger expression: run as its own kernel first (reduce_kernel.hpp).
+template <class Op, class C>
+requires(device_reduction<Op>&& lowerable<C>) struct lowering<reduce_node<Op, C>> {
+  static auto lower(device d, reduce_node<Op, C> const& e) {
+    using R = reduce_node<Op, lowered_t<C>>;
+    return run_on_device<value_t<R>>(d, R(cuda_backend::lower(d, e.child), e.axes, e.keepdims));
+  }
+};
+
+namespace detail {
+
+template <class E>
+constexpr std::string_view name_of() {
+  if constexpr (requires { E::name; })
+    return E::name;
+  else if constexpr (requires { E::op_type::name; })
+    return E::op_type::name;
+  else
+    return "an operation";
+}
+
+// The name of the first node in E (depth first) with no device implementation, for errors.
+template <class E>
+struct off_device {
+  static constexpr std::string_view name = name_of<E>();
+};
+template <class E>
+constexpr std::string_view off_device_name() {
+  if constexpr (lowerable<E>)
+    return {};
+  else
+    return off_device<E>::name;
+}
+template <class Op, class... Cs>
+struct off_device<map_node<Op, Cs...>> {
+  static constexpr std::string_view name = [] {
+    std::string_view r;
+    ((r = r.empty() ? off_device_name<Cs>() : r), ...);
+    return r;
+  }();
+};
+template <class V, class C>
+struct off_device<view_node<V, C>> : off_device<C> {};
+template <class C>
+struct off_device<reshape_node<C>> : off_device<C> {};
+template <class Op, class C>
+struct off_device<reduce_node<Op, C>> {
+  static constexpr std::string_view name = device_reduction<Op> ? off_device_name<C>() : Op::name;
+};
+
+}  // namespace detail
+
+}  // namespace zenith::cuda_backend

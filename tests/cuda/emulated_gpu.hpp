@@ -1,0 +1,160 @@
+#pragma once
+// A stand-in GPU for tests without one: "device memory" is host memory that only kernels and
+// copies may touch, and the kernel runner compiles each generated kernel for the host
+// (host_grid_shim.hpp) and runs it over a small grid. Installed for a test's lifetime by
+// emulated_gpu; the dispatch, the variant choice, the arguments and the kernels then run exactly
+// as on a GPU, and results are compared with the CPU backend's.
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+#include <zenith/zenith.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace zn = zenith;
+namespace cu = zenith::cuda_backend;
+
+namespace emulated {
+
+// "Device memory" is host memory that the host cannot touch outside a kernel or a copy: each
+// block is mapped with no access and opened only while the stand-in runner or the copy runs. So
+// any host code that reads a device array (as a CPU loop would) crashes the test, as it would
+// crash on a GPU, instead of passing on memory that happens to be the host's.
+struct host_memory {
+  static inline std::map<void*, std::size_t> live;  // block -> mapped bytes
+
+  static std::size_t mapped(std::size_t bytes) {
+    std::size_t page = std::size_t(::sysconf(_SC_PAGESIZE));
+    return std::max<std::size_t>(page, (bytes + page - 1) / page * page);
+  }
+  static void* allocate(zn::device d, std::size_t bytes) {
+    if (d == zn::cpu) return std::malloc(bytes);  // "page-locked" host memory
+    std::size_t m = mapped(bytes);
+    void* p = ::mmap(nullptr, m, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    live[p] = m;
+    return p;
+  }
+  static void deallocate(zn::device d, void* p, std::size_t) {
+    if (d == zn::cpu) return std::free(p);
+    auto it = live.find(p);
+    REQUIRE(it != live.end());
+    ::munmap(p, it->second);
+    live.erase(it);
+  }
+  // Opens (or closes) every device block to the host.
+  static void open_all(bool open) {
+    for (auto const& [p, m] : live) ::mprotect(p, m, open ? PROT_READ | PROT_WRITE : PROT_NONE);
+  }
+  static void copy(void* dst, zn::device, void const* src, zn::device, std::size_t bytes) {
+    open_all(true);
+    std::memcpy(dst, src, bytes);
+    open_all(false);
+  }
+  static constexpr zn::device_memory table{&allocate, &deallocate, &copy};
+};
+
+// Each kernel compiled once into its own host library, with a trampoline that unpacks the
+// launch's void** arguments as cuLaunchKernel does.
+struct host_runner {
+  static inline std::map<std::string, void*> loaded;  // kernel name -> trampoline
+  static inline std::vector<std::string> launches;    // names, in launch order
+  static inline std::filesystem::path dir;
+
+  static void* load(cu::kernel_source const& k) {
+    if (auto it = loaded.find(k.name); it != loaded.end()) return it->second;
+    std::string src = "#include \"host_grid_shim.hpp\"\n" + k.text;
+    src += "extern \"C\" void call_" + k.name + "(void** a) {\n  " + k.name + "(";
+    for (std::size_t p = 0; p < k.params.size(); ++p)
+      src += (p ? ", *(" : "*(") + k.params[p] + "*)a[" + std::to_string(p) + "]";
+    src += ");\n}\n";
+    auto cpp = dir / (k.name + ".cpp"), so = dir / (k.name + ".so");
+    std::ofstream(cpp) << src;
+    std::string cmd = std::string(ZENITH_TEST_CXX) + " -std=c++20 -O0 -shared -fPIC -w -I" +
+                      ZENITH_TEST_INCLUDE + " -I" + ZENITH_TEST_SHIM_DIR + " " + cpp.string() +
+                      " -o " + so.string();
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(h);
+    void* fn = dlsym(h, ("call_" + k.name).c_str());
+    void* emulate = dlsym(h, "zn_emulate");
+    void* emulate_blocks = dlsym(h, "zn_emulate_blocks");
+    REQUIRE(fn);
+    REQUIRE(emulate);
+    REQUIRE(emulate_blocks);
+    loaded[k.name] = fn;
+    loaded[k.name + "/emulate"] = emulate;
+    loaded[k.name + "/emulate_blocks"] = emulate_blocks;
+    return fn;
+  }
+  static void run(zn::device d, cu::kernel_source const& k, cu::kernel_args& a,
+                  cu::launch_shape const& shape) {
+    CHECK(d == zn::device{zn::device::kind::cuda, 0});
+    CHECK(shape.blocks > 0);
+    using call_t = void (*)(void**);
+    using emulate_t = void (*)(call_t, void**, unsigned, unsigned);
+    auto fn = reinterpret_cast<call_t>(load(k));
+    auto emulate = reinterpret_cast<emulate_t>(
+        loaded[k.name + (shape.cooperative ? "/emulate_blocks" : "/emulate")]);
+    auto args = a.pointers();
+    // Fewer threads than elements (and blocks than outputs): the grid-stride loops.
+    host_memory::open_all(true);
+    emulate(fn, args.data(), 3, 32);
+    host_memory::open_all(false);
+    launches.push_back(k.name);
+  }
+  static constexpr cu::kernel_runner table{&run};
+};
+
+// Both stand-ins installed for a test's lifetime.
+struct emulated_gpu {
+  zn::device_memory const* memory;
+  cu::kernel_runner const* runner;
+  emulated_gpu()
+      : memory(zn::install_cuda_memory(&host_memory::table)),
+        runner(cu::install_kernel_runner(&host_runner::table)) {
+    host_runner::dir = std::filesystem::temp_directory_path() /
+                       ("zenith_device_launch_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(host_runner::dir);
+    host_runner::launches.clear();
+  }
+  ~emulated_gpu() {
+    zn::install_cuda_memory(memory);
+    cu::install_kernel_runner(runner);
+    std::error_code ec;  // the libraries stay loaded; their files can go
+    std::filesystem::remove_all(host_runner::dir, ec);
+  }
+};
+
+zn::device const gpu0{zn::device::kind::cuda, 0};
+
+template <class T>
+zn::array<T> values(zn::shape s, double lo, double hi) {
+  std::vector<T> v(s.numel());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = T(lo + (hi - lo) * double((i * 7919) % 1009) / 1008.0);
+  return zn::array<T>(s, v);
+}
+
+template <class T>
+void check_close(zn::array<T> const& got_on_device, zn::array<T> const& want, double tol) {
+  REQUIRE(got_on_device.device() == gpu0);
+  zn::array<T> got = got_on_device.to(zn::cpu);
+  REQUIRE(got.shape() == want.shape());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    double a = double(got.data()[i]), b = double(want.data()[i]);
+    INFO("element " << i << ": device " << a << ", CPU " << b);
+    REQUIRE(std::abs(a - b) <= tol * (1 + std::abs(b)));
+  }
+}
+
+}  // namespace emulated
