@@ -10,15 +10,19 @@
 // 2. On a GPU (skipped without one): the same chain on 2^26 floats fused (one kernel) and
 //    unfused (one kernel per op, each result in memory), against a device-to-device copy of
 //    the same bytes in the same run; bandwidth = bytes each must move / time.
+// 3. On a GPU: zn::matmul of n x n device arrays (float, double) against cuBLAS's GEMM called
+//    directly on the same buffers.
 #include <zenith/zenith.hpp>
 
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace zn = zenith;
@@ -120,10 +124,58 @@ void gpu_chain(int reps) {
   std::printf("\nfused / unfused time: %.2f\n", fused / unfused);
 }
 
+// zn::matmul on device arrays against cuBLAS's GEMM called directly on the same buffers, both
+// timed to completion (synchronize) in the same run.
+template <class T>
+void gpu_matmul_row(zn::device gpu, std::size_t n, int reps) {
+  zn::array<T> a = zn::full<T>({n, n}, T(0.5), gpu), b = zn::full<T>({n, n}, T(0.25), gpu);
+  zn::array<T> c = zn::array<T>::empty({n, n}, gpu);
+  auto time_ms = [&](auto&& f) {
+    f();
+    zn::synchronize(gpu);
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) {
+      auto t0 = clock_type::now();
+      f();
+      zn::synchronize(gpu);
+      t.push_back(us_since(t0) / 1000);
+    }
+    return median(t);
+  };
+  double zenith = time_ms([&] { zn::array<T> y = zn::matmul(a, b); });
+  void* h = cu::detail::cublas_handle(0);
+  bool is_double = std::is_same_v<T, double>;
+  double one_d = 1, zero_d = 0;
+  float one_f = 1, zero_f = 0;
+  void const* one = is_double ? static_cast<void const*>(&one_d) : &one_f;
+  void const* zero = is_double ? static_cast<void const*>(&zero_d) : &zero_f;
+  int type = is_double ? cu::detail::cuda_r_64f : cu::detail::cuda_r_32f;
+  int compute = is_double ? cu::detail::cublas_compute_64f : cu::detail::cublas_compute_32f;
+  auto ln = std::int64_t(n);
+  double direct = time_ms([&] {
+    cu::cublas().gemm_strided_batched(h, 0, 0, ln, ln, ln, one, b.data(), type, ln, 0, a.data(),
+                                      type, ln, 0, zero, c.data(), type, ln, 0, 1, compute, -1);
+  });
+  double tflops = 2.0 * double(n) * double(n) * double(n) / 1e9;  // per ms -> TFLOP/s
+  std::printf("| %s | %zu | %.3f | %.3f | %.1f | %.2f |\n", is_double ? "double" : "float", n,
+              zenith, direct, tflops / zenith, zenith / direct);
+}
+
+void gpu_matmul(int reps) {
+  if (cu::device_count() == 0) return;
+  zn::device gpu = zn::cuda(0);
+  std::printf("\n## matmul vs cuBLAS called directly, cuda:0\n\n");
+  std::printf("| type | n | zenith ms | cuBLAS ms | zenith TFLOP/s | zenith / cuBLAS |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|\n");
+  for (std::size_t n : {256, 1024, 4096}) gpu_matmul_row<float>(gpu, n, reps);
+  for (std::size_t n : {256, 1024, 4096}) gpu_matmul_row<double>(gpu, n, reps);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int reps = argc > 1 ? std::atoi(argv[1]) : 7;
   cache_latency(reps);
   gpu_chain(reps * 3);
+  gpu_matmul(reps);
 }

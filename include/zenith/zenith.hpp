@@ -18,6 +18,7 @@
 #include "backend/cuda/device_memory.hpp"  // arrays on CUDA devices: .to(zenith::cuda(i))
 #include "backend/cuda/driver.hpp"         // zenith::cuda(i): the driver is opened at run time
 #ifdef ZENITH_WITH_NVRTC
+#include "backend/cuda/cublas.hpp"  // matmul on devices: cuBLAS, opened at run time
 #include "backend/cuda/runner.hpp"  // device expressions compiled by NVRTC, launched by the driver
 #endif
 #include "core/array.hpp"

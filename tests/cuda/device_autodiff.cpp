@@ -105,3 +105,47 @@ TEST_CASE("user rules, rematerialization and products on device arrays", "[cuda]
   check_close(std::get<0>(dg), std::get<0>(hg), 1e-12);
   check_close(std::get<1>(dg), std::get<1>(hg), 1e-12);
 }
+
+TEST_CASE("gradients through matmul on device arrays", "[cuda][nvrtc][device]") {
+  emulated_gpu emulated;
+  auto loss = [](auto const& w, auto const& x) {
+    return zn::mean(zn::square(zn::tanh(zn::matmul(x, w))));
+  };
+  auto w = values<double>({6, 4}, -1, 1), x = values<double>({2, 5, 6}, -2, 2);
+  auto dg = zn::grad(loss, zn::argnums<0, 1>)(w.to(gpu0), x.to(gpu0));
+  auto hg = zn::grad(loss, zn::argnums<0, 1>)(w, x);
+  check_close(std::get<0>(dg), std::get<0>(hg), 1e-12);
+  check_close(std::get<1>(dg), std::get<1>(hg), 1e-12);
+
+  // The issue's runtime loop: layers applied in a loop, each a tape entry.
+  auto mlp = [](std::vector<zn::array<double>> const& ws, zn::array<double> const& in) {
+    zn::array<double> h = in;
+    for (auto const& wk : ws) h = zn::tanh(zn::matmul(h, wk));
+    return zn::sum(h * h);
+  };
+  std::vector<zn::array<double>> ws{values<double>({6, 8}, -1, 1), values<double>({8, 3}, -1, 1)};
+  std::vector<zn::array<double>> dws{ws[0].to(gpu0), ws[1].to(gpu0)};
+  auto x2 = values<double>({5, 6}, -1, 1);
+  auto gd = zn::grad(mlp)(dws, x2.to(gpu0));
+  auto gh = zn::grad(mlp)(ws, x2);
+  check_close(gd[0], gh[0], 1e-12);
+  check_close(gd[1], gh[1], 1e-12);
+}
+
+TEST_CASE("gradients through softmax, slices and concatenation on device arrays",
+          "[cuda][nvrtc][device]") {
+  emulated_gpu emulated;
+  auto logits = values<double>({5, 7}, -3, 3), labels = values<double>({5, 7}, 0, 1);
+  auto w = values<double>({7}, -1, 1);
+  auto loss = [](auto const& z, auto const& wv, auto const& t) {
+    auto p = zn::log_softmax(z * wv, 1);
+    auto q = zn::softmax(z, 0);
+    auto parts = zn::concatenate(std::tuple(zn::slice(z, {zn::range{1, 4}, zn::range{}}), q), 0);
+    auto back = zn::slice(z, 1, 6, 0, -2);  // a negative step
+    return -zn::mean(t * p) + zn::sum(zn::square(parts)) * 0.1 + zn::sum(zn::sin(back));
+  };
+  auto dg = zn::grad(loss, zn::argnums<0, 1>)(logits.to(gpu0), w.to(gpu0), labels.to(gpu0));
+  auto hg = zn::grad(loss, zn::argnums<0, 1>)(logits, w, labels);
+  check_close(std::get<0>(dg), std::get<0>(hg), 1e-12);
+  check_close(std::get<1>(dg), std::get<1>(hg), 1e-12);
+}

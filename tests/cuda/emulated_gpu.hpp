@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
+#include <zenith/backend/cuda/nvrtc.hpp>
 #include <zenith/zenith.hpp>
 
 #include <algorithm>
@@ -63,7 +64,8 @@ struct host_memory {
   static constexpr zn::device_memory table{&allocate, &deallocate, &copy};
 };
 
-// Each kernel compiled once into its own host library, with a trampoline that unpacks the
+// Each kernel compiled once with NVRTC (so every kernel these tests generate is known to build
+// for a GPU) and once into its own host library, with a trampoline that unpacks the
 // launch's void** arguments as cuLaunchKernel does.
 struct host_runner {
   static inline std::map<std::string, void*> loaded;  // kernel name -> trampoline
@@ -72,6 +74,8 @@ struct host_runner {
 
   static void* load(cu::kernel_source const& k) {
     if (auto it = loaded.find(k.name); it != loaded.end()) return it->second;
+    // What a GPU would be given: the same source must compile with NVRTC (for sm_80).
+    REQUIRE(!cu::nvrtc_compile(k.text, k.name, 80).image.empty());
     std::string src = "#include \"host_grid_shim.hpp\"\n" + k.text;
     src += "extern \"C\" void call_" + k.name + "(void** a) {\n  " + k.name + "(";
     for (std::size_t p = 0; p < k.params.size(); ++p)
@@ -115,13 +119,52 @@ struct host_runner {
   static constexpr cu::kernel_runner table{&run};
 };
 
-// Both stand-ins installed for a test's lifetime.
+// GEMMs as cuBLAS would run them (gemm.hpp's row-major contract), on the host, accumulated in
+// double: float and double only.
+struct host_blas {
+  static inline std::vector<cu::gemm_call> calls;
+
+  template <class T>
+  static void gemm_as(cu::gemm_call const& g) {
+    auto a = static_cast<T const*>(g.a);
+    auto b = static_cast<T const*>(g.b);
+    auto c = static_cast<T*>(g.c);
+    for (std::int64_t q = 0; q < g.batch; ++q)
+      for (std::int64_t i = 0; i < g.m; ++i)
+        for (std::int64_t j = 0; j < g.n; ++j) {
+          double acc = 0;
+          for (std::int64_t p = 0; p < g.k; ++p) {
+            T x = g.trans_a ? a[q * g.stride_a + p * g.m + i] : a[q * g.stride_a + i * g.k + p];
+            T y = g.trans_b ? b[q * g.stride_b + j * g.k + p] : b[q * g.stride_b + p * g.n + j];
+            acc += double(x) * double(y);
+          }
+          c[q * g.stride_c + i * g.n + j] = T(acc);
+        }
+  }
+  static void gemm(zn::device d, cu::gemm_call const& g) {
+    CHECK(d == zn::device{zn::device::kind::cuda, 0});
+    REQUIRE((g.type == cu::gemm_type::f32 || g.type == cu::gemm_type::f64));
+    calls.push_back(g);
+    host_memory::open_all(true);
+    if (g.type == cu::gemm_type::f32)
+      gemm_as<float>(g);
+    else
+      gemm_as<double>(g);
+    host_memory::open_all(false);
+  }
+  static constexpr cu::blas_runner table{&gemm};
+};
+
+// The stand-ins installed for a test's lifetime.
 struct emulated_gpu {
   zn::device_memory const* memory;
   cu::kernel_runner const* runner;
+  cu::blas_runner const* blas;
   emulated_gpu()
       : memory(zn::install_cuda_memory(&host_memory::table)),
-        runner(cu::install_kernel_runner(&host_runner::table)) {
+        runner(cu::install_kernel_runner(&host_runner::table)),
+        blas(cu::install_blas_runner(&host_blas::table)) {
+    host_blas::calls.clear();
     host_runner::dir = std::filesystem::temp_directory_path() /
                        ("zenith_device_launch_" + std::to_string(::getpid()));
     std::filesystem::create_directories(host_runner::dir);
@@ -130,6 +173,7 @@ struct emulated_gpu {
   ~emulated_gpu() {
     zn::install_cuda_memory(memory);
     cu::install_kernel_runner(runner);
+    cu::install_blas_runner(blas);
     std::error_code ec;  // the libraries stay loaded; their files can go
     std::filesystem::remove_all(host_runner::dir, ec);
   }

@@ -47,6 +47,25 @@ int main() {
     zn::array<float> r = zn::sum(zn::exp(m.to(gpu) * 0.01f) * row.to(gpu), 1);
     CHECK(zn::allclose(r.to(zn::cpu), zn::array<float>(zn::sum(zn::exp(m * 0.01f) * row, 1)), 1e-4,
                        1e-4));
+    // matmul through cuBLAS, plain, transposed and batched, and inside an expression.
+    zn::array<float> a = zn::reshape(zn::linspace<float>(-1, 1, 96 * 64), {96, 64});
+    zn::array<float> w = zn::reshape(zn::linspace<float>(-2, 2, 64 * 48), {64, 48});
+    zn::array<float> da = a.to(gpu), dw = w.to(gpu);
+    CHECK(zn::allclose(zn::array<float>(zn::matmul(da, dw)).to(zn::cpu),
+                       zn::array<float>(zn::matmul(a, w)), 1e-4, 1e-5));
+    CHECK(zn::allclose(zn::array<float>(zn::tanh(zn::matmul(zn::transpose(da), da))).to(zn::cpu),
+                       zn::array<float>(zn::tanh(zn::matmul(zn::transpose(a), a))), 1e-4, 1e-5));
+    zn::array<double> bt = zn::reshape(zn::linspace<double>(-1, 1, 4 * 8 * 5), {4, 8, 5});
+    zn::array<double> m5 = zn::reshape(zn::linspace<double>(0, 1, 5 * 3), {5, 3});
+    CHECK(zn::allclose(zn::array<double>(zn::matmul(bt.to(gpu), m5.to(gpu))).to(zn::cpu),
+                       zn::array<double>(zn::matmul(bt, m5)), 1e-12, 1e-12));
+    // A gradient through both: forward and backward on the device.
+    auto loss = [](auto const& wv, auto const& xv) {
+      return zn::mean(zn::square(zn::tanh(zn::matmul(xv, wv))));
+    };
+    zn::array<float> g = zn::grad(loss)(dw, da);
+    CHECK(g.device() == gpu);
+    CHECK(zn::allclose(g.to(zn::cpu), zn::array<float>(zn::grad(loss)(w, a)), 1e-4, 1e-6));
     if (zn::cuda_backend::device_count() > 1) {  // device to device
       zn::array<float> e = d.to(zn::cuda(1)).to(zn::cpu);
       CHECK(std::memcmp(e.data(), x.data(), n * sizeof(float)) == 0);

@@ -104,6 +104,72 @@ TEST_CASE("reductions inside device expressions run first, as kernels of their o
               zn::array<float>(zn::sum(zn::max(x, 1) * 3.f)), 4e-6);
 }
 
+TEST_CASE("matmul of device arrays runs as one strided batched GEMM", "[cuda][nvrtc][device]") {
+  emulated_gpu emulated;
+  auto x = values<float>({7, 5}, -1, 1), w = values<float>({5, 3}, -2, 2);
+  auto b = values<float>({3}, -0.5, 0.5);
+  auto dx = x.to(gpu0), dw = w.to(gpu0), db = b.to(gpu0);
+  check_close(zn::array<float>(zn::matmul(dx, dw)), zn::array<float>(zn::matmul(x, w)), 1e-6);
+  REQUIRE(host_blas::calls.size() == 1);
+  CHECK(host_blas::calls[0].m == 7);
+  CHECK(host_blas::calls[0].n == 3);
+  CHECK(host_blas::calls[0].k == 5);
+  CHECK(!host_blas::calls[0].trans_a);
+  // Inside an expression: the GEMM first, then one kernel over its result.
+  check_close(zn::array<float>(zn::tanh(zn::matmul(dx, dw) + db)),
+              zn::array<float>(zn::tanh(zn::matmul(x, w) + b)), 1e-6);
+  // A transposed operand is read in place: no copy kernel before the GEMM.
+  host_blas::calls.clear();
+  std::size_t launched = host_runner::launches.size();
+  check_close(zn::array<float>(zn::matmul(zn::transpose(dx), dx)),
+              zn::array<float>(zn::matmul(zn::transpose(x), x)), 1e-6);
+  REQUIRE(host_blas::calls.size() == 1);
+  CHECK(host_blas::calls[0].trans_a);
+  CHECK(host_runner::launches.size() == launched);
+
+  // Batches: one operand without (stride 0), both with, one broadcast along some dimensions
+  // (expanded first); vectors on either side; double.
+  auto a3 = values<double>({2, 3, 4, 5}, -1, 1), m2 = values<double>({5, 6}, -1, 1);
+  auto b3 = values<double>({3, 5, 2}, -1, 1), a1 = values<double>({2, 1, 4, 5}, -1, 1);
+  auto v = values<double>({5}, -1, 1);
+  auto check = [](auto const& got, auto const& want) {
+    check_close(zn::array<double>(got), zn::array<double>(want), 1e-12);
+  };
+  check(zn::matmul(a3.to(gpu0), m2.to(gpu0)), zn::matmul(a3, m2));
+  check(zn::matmul(a3.to(gpu0), zn::transpose(a3.to(gpu0), {0, 1, 3, 2})),
+        zn::matmul(a3, zn::transpose(a3, {0, 1, 3, 2})));
+  check(zn::matmul(a1.to(gpu0), b3.to(gpu0)), zn::matmul(a1, b3));
+  check(zn::matmul(a3.to(gpu0), v.to(gpu0)), zn::matmul(a3, v));
+  check(zn::matmul(v.to(gpu0), m2.to(gpu0)), zn::matmul(v, m2));
+  check(zn::matmul(v.to(gpu0), v.to(gpu0)), zn::matmul(v, v));
+  // An empty contraction: zeros, no GEMM.
+  host_blas::calls.clear();
+  auto e0 = zn::array<double>::empty({3, 0}).to(gpu0),
+       e1 = zn::array<double>::empty({0, 2}).to(gpu0);
+  check(zn::matmul(e0, e1), zn::zeros<double>({3, 2}));
+  CHECK(host_blas::calls.empty());
+}
+
+TEST_CASE("softmax, concatenate and stack of device arrays", "[cuda][nvrtc][device]") {
+  emulated_gpu emulated;
+  auto x = values<float>({6, 33}, -30, 30), y = values<float>({6, 4}, -1, 1);
+  auto dx = x.to(gpu0), dy = y.to(gpu0);
+  check_close(zn::array<float>(zn::softmax(dx)), zn::array<float>(zn::softmax(x)), 1e-6);
+  check_close(zn::array<float>(zn::softmax(dx * 2.f, 0)), zn::array<float>(zn::softmax(x * 2.f, 0)),
+              1e-6);
+  check_close(zn::array<float>(zn::log_softmax(dx, 1) + 1.f),
+              zn::array<float>(zn::log_softmax(x, 1) + 1.f), 1e-6);
+  auto i = values<std::int32_t>({3, 8}, -5, 5);
+  check_close(zn::array<float>(zn::softmax(i.to(gpu0))), zn::array<float>(zn::softmax(i)), 1e-6);
+  // Parts written into their slices, an expression part computed in the kernel that writes it.
+  check_close(zn::array<float>(zn::concatenate(std::tuple(dx, dy * 2.f), 1)),
+              zn::array<float>(zn::concatenate(std::tuple(x, y * 2.f), 1)), 0);
+  check_close(zn::array<float>(zn::concatenate({dy, dy, dy}, 0)),
+              zn::array<float>(zn::concatenate({y, y, y}, 0)), 0);
+  check_close(zn::array<float>(zn::stack(std::tuple(dy, dy + 1.f), 1)),
+              zn::array<float>(zn::stack(std::tuple(y, y + 1.f), 1)), 0);
+}
+
 TEST_CASE("device expressions that cannot run there yet are device_errors", "[cuda][device]") {
   emulated_gpu emulated;
   auto a = values<float>({4, 5}, -1, 1);
@@ -116,12 +182,10 @@ TEST_CASE("device expressions that cannot run there yet are device_errors", "[cu
     }
     return "no device_error";
   };
-  CHECK(message([&] { zn::array<float> r = zn::softmax(da, 1); }) ==
-        "zenith: evaluating on cuda:0: softmax does not run on CUDA devices yet; bring the "
-        "arrays to the CPU with .to(zenith::cpu)");
-  CHECK(message([&] { zn::array<float> r = zn::exp(zn::matmul(da, zn::transpose(da))); }) ==
-        "zenith: evaluating on cuda:0: matmul does not run on CUDA devices yet; bring the "
-        "arrays to the CPU with .to(zenith::cpu)");
+  auto ia = zn::array<std::int32_t>({2, 2}, {1, 2, 3, 4}).to(gpu0);
+  CHECK(message([&] { zn::array<std::int32_t> r = zn::matmul(ia, ia); }) ==
+        "zenith: evaluating on cuda:0: matmul of int32 does not run on CUDA devices (float, "
+        "double, float16 and bfloat16 do)");
   CHECK(message([&] { zn::array<float> r = da + a; }).find("mixes") != std::string::npos);
   CHECK(host_runner::launches.empty());
 }

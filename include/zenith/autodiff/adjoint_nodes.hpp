@@ -11,6 +11,7 @@
 //   pad_node<E>      the adjoint of slice: e written into zeros of the sliced array's shape.
 //   fold_to_node<E>  e summed down to a broadcast-from shape (sum_to) and reshaped: the
 //                    cotangent of a batched matmul operand.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -135,6 +136,26 @@ array<value_t<E>> eval_barrier(pad_node<E> const& e) {
   run_fused(dst, ev, part);
   return out;
 }
+// On a device: the same zeros, then one strided kernel that writes the child into the slice.
+template <class E>
+requires cuda_backend::lowerable<E>
+struct cuda_backend::lowering<pad_node<E>> {
+  static array<value_t<E>> lower(device d, pad_node<E> const& e) {
+    using T = value_t<E>;
+    zenith::shape in = e.shape_, part = e.child.shape();
+    auto out = part == in ? array<T>::empty(in, d) : zeros<T>(in, d);
+    if (part.numel() == 0) return out;
+    auto st = row_major_strides(in);
+    T* base = out.data();
+    std::array<std::int64_t, max_rank> stride{};
+    for (std::size_t k = 0; k < in.size(); ++k) {
+      base += e.view.start[k] * st[k];
+      stride[k] = e.view.step[k] * st[k];
+    }
+    cuda_backend::run_into_on_device<T>(d, base, stride, part, cuda_backend::lower(d, e.child));
+    return out;
+  }
+};
 
 template <expression E>
 struct fold_to_node : expr_base {

@@ -11,6 +11,7 @@
 // The variant: vectorized when the output and every leaf are read at the flat index (or are one
 // broadcast element) and every such pointer is 16-byte aligned; contiguous when only the
 // alignment fails; strided otherwise. The index is 32-bit unless some offset needs more.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -142,9 +143,11 @@ std::size_t push_operands(kernel_args& a, Ev& ev) {
   return leaves;
 }
 
-// The arguments of variant v's kernel for out (as above) = ev.
+// The arguments of variant v's kernel for out (as above) = ev; with out_stride, out is written at
+// those strides (in elements) instead of row-major, which only the strided variant can do.
 template <element T, class Ev>
-kernel_args launch_args(kernel_variant const& v, T* out, zenith::shape const& s, Ev& ev) {
+kernel_args launch_args(kernel_variant const& v, T* out, zenith::shape const& s, Ev& ev,
+                        std::array<std::int64_t, max_rank> const* out_stride = nullptr) {
   kernel_args a;
   a.push_index(v.index64, std::int64_t(s.numel()));
   a.push(out);
@@ -157,7 +160,7 @@ kernel_args launch_args(kernel_variant const& v, T* out, zenith::shape const& s,
   std::vector<std::int64_t> g(max_rank * (leaves + 2), 0);
   for (std::size_t d = 0; d < r; ++d) {
     g[d] = std::int64_t(s[d]);
-    g[max_rank + d] = rm[d];
+    g[max_rank + d] = out_stride ? (*out_stride)[d] : rm[d];
   }
   std::size_t row = 2;
   ev.for_each_leaf([&](auto const& leaf) {

@@ -26,10 +26,13 @@
 #include "../../core/trace.hpp"
 #include "../../expr/node.hpp"
 #include "../../expr/views.hpp"
+#include "concat.hpp"
+#include "gemm.hpp"
 #include "kernel_args.hpp"
 #include "kernel_source.hpp"
 #include "lower.hpp"
 #include "reduce_kernel.hpp"
+#include "softmax.hpp"
 
 namespace zenith::cuda_backend {
 
@@ -173,6 +176,36 @@ array<T> run_on_device(device d, E const& e) {
     runner->run(d, k, a, {256, (n + 255) / 256, false});
     return out;
   }
+}
+
+// e (lowered, of shape s) written on device d at out with the given strides (in elements): a
+// slice of a larger array, as the adjoint of slice and concatenate write. The strided kernel,
+// whose output offset takes any strides.
+template <element T, expression E>
+void run_into_on_device(device d, T* out, std::array<std::int64_t, max_rank> const& stride,
+                        zenith::shape const& s, E const& e) {
+  static_assert(detail::elementwise_on_device<std::remove_cvref_t<E>>::value,
+                "run_into_on_device: the expression must be lowered first (lower.hpp)");
+  kernel_runner const* runner = detail::runner_slot();
+  if (!runner) no_kernel_compiler(d);
+  zenith::detail::note_unreplayable("a CUDA kernel launch");
+  std::int64_t n = std::int64_t(s.numel());
+  if (n == 0) return;
+  zenith::detail::kernel_device_scope scope(d);
+  auto b = broadcast_to(e, s);
+  auto ev = make_evaluator(b);
+  using Ev = decltype(ev);
+  kernel_variant v = choose_variant(out, s, ev);
+  v.kind = layout::strided;
+  v.broadcast = 0;
+  constexpr std::int64_t max32 = std::numeric_limits<std::int32_t>::max();
+  std::int64_t reach = 0;
+  for (std::size_t k = 0; k < s.size(); ++k)
+    reach += (stride[k] < 0 ? -stride[k] : stride[k]) * (std::int64_t(s[k]) - 1);
+  v.index64 = v.index64 || reach > max32;
+  kernel_source const& k = detail::kernel_for<T, Ev>(v);
+  kernel_args a = launch_args(v, out, s, ev, &stride);
+  runner->run(d, k, a, {256, (n + 255) / 256, false});
 }
 
 // out (T) = e, on device d where every array e reads lives. Its barriers (reductions inside it,

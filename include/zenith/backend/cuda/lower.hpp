@@ -10,6 +10,8 @@
 // lower(device, e)); the autodiff layer's own nodes say so next to their definitions. A node with
 // none (a matmul, a softmax, so far) has no device implementation: evaluating it on a device is
 // a device_error that names it, never host code reading device memory.
+#include <array>
+#include <cstdint>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -40,12 +42,16 @@ template <class E>
 using lowered_t = decltype(lower(std::declval<device>(), std::declval<E const&>()));
 
 // Defined by launch.hpp: out (T) = e on device d, e lowered (run_on_device) or any
-// (evaluate_on_device). A node's lowering evaluates what it needs with these, on d, even where
-// that reads no array (a cotangent seed is a broadcast number).
+// (evaluate_on_device); e lowered written into a strided slice at out (run_into_on_device). A
+// node's lowering evaluates what it needs with these, on d, even where that reads no array (a
+// cotangent seed is a broadcast number).
 template <element T, expression E>
 array<T> run_on_device(device d, E const& e);
 template <element T, expression E>
 array<T> evaluate_on_device(device d, E const& e);
+template <element T, expression E>
+void run_into_on_device(device d, T* out, std::array<std::int64_t, max_rank> const& stride,
+                        zenith::shape const& s, E const& e);
 
 template <element T>
 struct lowering<array<T>> {

@@ -1,0 +1,56 @@
+#pragma once
+// concatenate and stack on a CUDA device (lower.hpp), as on the CPU (backend/cpu/concat.hpp):
+// each part is written by one strided kernel into its slice of the output, so a part that is an
+// expression is computed in the kernel that writes it, never on its own. A part of another
+// element type is converted on the way.
+#include <array>
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+#include "../../core/array.hpp"
+#include "../../expr/concat.hpp"
+#include "lower.hpp"
+
+namespace zenith::cuda_backend {
+
+namespace detail {
+template <class Parts>
+inline constexpr bool parts_lowerable_v = false;
+template <class E>
+inline constexpr bool parts_lowerable_v<std::vector<E>> = lowerable<E>;
+template <class... Es>
+inline constexpr bool parts_lowerable_v<std::tuple<Es...>> = (lowerable<Es> && ...);
+}  // namespace detail
+
+template <class Op, class Parts>
+requires detail::parts_lowerable_v<Parts>
+struct lowering<concat_node<Op, Parts>> {
+  static auto lower(device d, concat_node<Op, Parts> const& node) {
+    using T = value_t<concat_node<Op, Parts>>;
+    auto out = array<T>::empty(node.shape(), d);
+    if (out.size() == 0) return out;
+    auto st = row_major_strides(out.shape());
+    std::size_t axis = node.axis;
+    std::int64_t offset = 0;  // position along axis of the next part
+    node.for_each_part([&](auto const& part, std::size_t) {
+      zenith::shape s = part.shape();
+      std::array<std::int64_t, max_rank> stride{};
+      T* base = out.data() + offset * st[axis];
+      if constexpr (Op::new_axis) {
+        for (std::size_t k = 0, o = 0; k < s.size(); ++k, ++o) {  // the output's axes but axis
+          if (o == axis) ++o;
+          stride[k] = st[o];
+        }
+        offset += 1;
+      } else {
+        stride = st;
+        offset += std::int64_t(s[axis]);
+      }
+      run_into_on_device<T>(d, base, stride, s, cuda_backend::lower(d, part));
+    });
+    return out;
+  }
+};
+
+}  // namespace zenith::cuda_backend
