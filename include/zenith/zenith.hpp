@@ -10,6 +10,7 @@
 #include "autodiff/sum_to.hpp"
 #include "autodiff/tape.hpp"
 #include "backend/cpu/concat.hpp"
+#include "backend/cpu/conv.hpp"
 #include "backend/cpu/evaluate.hpp"
 #include "backend/cpu/fixed_eval.hpp"
 #include "backend/cpu/matmul.hpp"
@@ -19,6 +20,7 @@
 #include "backend/cuda/driver.hpp"         // zenith::cuda(i): the driver is opened at run time
 #ifdef ZENITH_WITH_NVRTC
 #include "backend/cuda/cublas.hpp"  // matmul on devices: cuBLAS, opened at run time
+#include "backend/cuda/cudnn.hpp"   // conv2d on devices: cuDNN, opened at run time
 #include "backend/cuda/runner.hpp"  // device expressions compiled by NVRTC, launched by the driver
 #endif
 #include "core/array.hpp"
@@ -30,6 +32,7 @@
 #include "core/trace.hpp"
 #include "core/tree.hpp"
 #include "expr/concat.hpp"
+#include "expr/conv.hpp"
 #include "expr/elementwise.hpp"
 #include "expr/fixed_ops.hpp"
 #include "expr/matmul.hpp"

@@ -155,16 +155,69 @@ struct host_blas {
   static constexpr cu::blas_runner table{&gemm};
 };
 
+// Convolutions as cuDNN would run them (conv.hpp's contract), on the host, written as the
+// definition's loops (float and double).
+struct host_conv {
+  static inline std::vector<cu::conv_call> calls;
+
+  template <class T>
+  static void run_as(cu::conv_call const& cc) {
+    auto const& g = cc.g;
+    auto a = static_cast<T const*>(cc.a);
+    auto b = static_cast<T const*>(cc.b);
+    auto out = static_cast<T*>(cc.out);
+    zn::shape s = cc.part == zn::conv2d_part::output       ? g.output()
+                  : cc.part == zn::conv2d_part::input_grad ? g.input()
+                                                           : g.filter();
+    for (std::size_t i = 0; i < s.numel(); ++i) out[i] = T(0);
+    for (std::size_t n = 0; n < g.n; ++n)
+      for (std::size_t o = 0; o < g.o; ++o)
+        for (std::size_t i = 0; i < g.oh; ++i)
+          for (std::size_t j = 0; j < g.ow; ++j)
+            for (std::size_t c = 0; c < g.c; ++c)
+              for (std::size_t p = 0; p < g.kh; ++p)
+                for (std::size_t q = 0; q < g.kw; ++q) {
+                  auto r = std::int64_t(i * g.stride[0] + p * g.dil[0]) - std::int64_t(g.pad[0]);
+                  auto t = std::int64_t(j * g.stride[1] + q * g.dil[1]) - std::int64_t(g.pad[1]);
+                  if (r < 0 || t < 0 || r >= std::int64_t(g.h) || t >= std::int64_t(g.w)) continue;
+                  std::size_t xi = ((n * g.c + c) * g.h + std::size_t(r)) * g.w + std::size_t(t);
+                  std::size_t wi = ((o * g.c + c) * g.kh + p) * g.kw + q;
+                  std::size_t yi = ((n * g.o + o) * g.oh + i) * g.ow + j;
+                  if (cc.part == zn::conv2d_part::output)
+                    out[yi] += a[xi] * b[wi];
+                  else if (cc.part == zn::conv2d_part::input_grad)
+                    out[xi] += a[yi] * b[wi];
+                  else
+                    out[wi] += a[xi] * b[yi];
+                }
+  }
+  static void run(zn::device d, cu::conv_call const& c) {
+    CHECK(d == zn::device{zn::device::kind::cuda, 0});
+    REQUIRE((c.type == cu::gemm_type::f32 || c.type == cu::gemm_type::f64));
+    calls.push_back(c);
+    host_memory::open_all(true);
+    if (c.type == cu::gemm_type::f32)
+      run_as<float>(c);
+    else
+      run_as<double>(c);
+    host_memory::open_all(false);
+  }
+  static constexpr cu::conv_runner table{&run};
+};
+
 // The stand-ins installed for a test's lifetime.
 struct emulated_gpu {
   zn::device_memory const* memory;
   cu::kernel_runner const* runner;
   cu::blas_runner const* blas;
+  cu::conv_runner const* conv;
   emulated_gpu()
       : memory(zn::install_cuda_memory(&host_memory::table)),
         runner(cu::install_kernel_runner(&host_runner::table)),
-        blas(cu::install_blas_runner(&host_blas::table)) {
+        blas(cu::install_blas_runner(&host_blas::table)),
+        conv(cu::install_conv_runner(&host_conv::table)) {
     host_blas::calls.clear();
+    host_conv::calls.clear();
     host_runner::dir = std::filesystem::temp_directory_path() /
                        ("zenith_device_launch_" + std::to_string(::getpid()));
     std::filesystem::create_directories(host_runner::dir);
@@ -174,6 +227,7 @@ struct emulated_gpu {
     zn::install_cuda_memory(memory);
     cu::install_kernel_runner(runner);
     cu::install_blas_runner(blas);
+    cu::install_conv_runner(conv);
     std::error_code ec;  // the libraries stay loaded; their files can go
     std::filesystem::remove_all(host_runner::dir, ec);
   }

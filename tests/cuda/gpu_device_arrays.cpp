@@ -1,6 +1,7 @@
 // Arrays on a real CUDA device (ctest label gpu): through the driver, the round trips and the
 // allocator statistics that tests/test_device.cpp checks against a stand-in without a GPU, and
-// expressions run as kernels (tests/cuda/test_device_launch.cpp emulates those on the host).
+// expressions run as kernels, products through cuBLAS, convolutions through cuDNN, and gradients
+// (tests/cuda/test_device_launch.cpp and device_autodiff.cpp emulate those on the host).
 // Exits with 77, which ctest reports as skipped, where there is no usable device.
 #include <zenith/zenith.hpp>
 
@@ -66,6 +67,19 @@ int main() {
     zn::array<float> g = zn::grad(loss)(dw, da);
     CHECK(g.device() == gpu);
     CHECK(zn::allclose(g.to(zn::cpu), zn::array<float>(zn::grad(loss)(w, a)), 1e-4, 1e-6));
+    // conv2d through cuDNN: forward, and a gradient (backward data and backward filter).
+    zn::array<float> img = zn::reshape(zn::linspace<float>(-1, 1, 2 * 3 * 12 * 10), {2, 3, 12, 10});
+    zn::array<float> k = zn::reshape(zn::linspace<float>(-0.5, 0.5, 4 * 3 * 3 * 3), {4, 3, 3, 3});
+    zn::conv2d_options opt{{2, 1}, {1, 1}, {1, 1}};
+    CHECK(zn::allclose(zn::array<float>(zn::conv2d(img.to(gpu), k.to(gpu), opt)).to(zn::cpu),
+                       zn::array<float>(zn::conv2d(img, k, opt)), 1e-4, 1e-5));
+    auto conv_loss = [&](auto const& kv, auto const& xv) {
+      return zn::sum(zn::square(zn::tanh(zn::conv2d(xv, kv, opt))));
+    };
+    auto [gk, gx] = zn::grad(conv_loss, zn::argnums<0, 1>)(k.to(gpu), img.to(gpu));
+    auto [hk, hx] = zn::grad(conv_loss, zn::argnums<0, 1>)(k, img);
+    CHECK(zn::allclose(gk.to(zn::cpu), hk, 1e-3, 1e-4));
+    CHECK(zn::allclose(gx.to(zn::cpu), hx, 1e-3, 1e-4));
     if (zn::cuda_backend::device_count() > 1) {  // device to device
       zn::array<float> e = d.to(zn::cuda(1)).to(zn::cpu);
       CHECK(std::memcmp(e.data(), x.data(), n * sizeof(float)) == 0);

@@ -170,6 +170,27 @@ TEST_CASE("softmax, concatenate and stack of device arrays", "[cuda][nvrtc][devi
               zn::array<float>(zn::stack(std::tuple(y, y + 1.f), 1)), 0);
 }
 
+TEST_CASE("conv2d of device arrays runs as one library call per part", "[cuda][nvrtc][device]") {
+  emulated_gpu emulated;
+  auto x = values<float>({2, 3, 9, 8}, -1, 1), w = values<float>({4, 3, 3, 2}, -1, 1);
+  zn::conv2d_options o{{2, 1}, {1, 1}, {1, 2}};
+  auto dx = x.to(gpu0), dw = w.to(gpu0);
+  check_close(zn::array<float>(zn::conv2d(dx, dw, o)), zn::array<float>(zn::conv2d(x, w, o)), 1e-5);
+  REQUIRE(host_conv::calls.size() == 1);
+  CHECK(host_conv::calls[0].part == zn::conv2d_part::output);
+  // An expression operand, the result inside an expression, and the two adjoint parts.
+  check_close(zn::array<float>(zn::relu(zn::conv2d(dx * 0.5f, dw, o)) + 1.f),
+              zn::array<float>(zn::relu(zn::conv2d(x * 0.5f, w, o)) + 1.f), 1e-5);
+  auto geo = zn::conv2d(x, w, o).geometry;
+  auto g = values<float>(geo.output(), -1, 1);
+  check_close(zn::array<float>(zn::make_conv2d<zn::conv2d_part::input_grad>(g.to(gpu0), dw, geo)),
+              zn::array<float>(zn::make_conv2d<zn::conv2d_part::input_grad>(g, w, geo)), 1e-5);
+  check_close(zn::array<float>(zn::make_conv2d<zn::conv2d_part::filter_grad>(dx, g.to(gpu0), geo)),
+              zn::array<float>(zn::make_conv2d<zn::conv2d_part::filter_grad>(x, g, geo)), 1e-5);
+  auto ix = zn::array<std::int32_t>::empty({1, 1, 3, 3}).to(gpu0);
+  CHECK_THROWS_AS(zn::array<std::int32_t>(zn::conv2d(ix, ix)), zn::device_error);
+}
+
 TEST_CASE("device expressions that cannot run there yet are device_errors", "[cuda][device]") {
   emulated_gpu emulated;
   auto a = values<float>({4, 5}, -1, 1);

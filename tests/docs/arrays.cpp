@@ -314,6 +314,12 @@ void library_ops() {
   zn::array<float> st = zn::stack({v, v, v}, 0);      // (3, 3)
 
   zn::array<float> mixed = zn::concatenate(std::tuple(a, a * 2.f + 1.f), 0);  // (4, 3)
+
+  auto image = zn::ones<float>({1, 2, 5, 5});      // (N, C, H, W)
+  auto filter = zn::ones<float>({3, 2, 3, 3});     // (O, C, KH, KW)
+  zn::array<float> y = zn::conv2d(image, filter);  // (1, 3, 3, 3)
+  zn::array<float> y2 =
+      zn::conv2d(image, filter, {.stride = {2, 2}, .padding = {1, 1}});  // (1, 3, 3, 3)
   // [/doc:arrays-library-ops]
   CHECK(str(g) == "[[14, 32],\n [32, 77]]");
   CHECK(str(av) == "[-2, -2]");
@@ -323,6 +329,8 @@ void library_ops() {
   CHECK(str(cat) == "[[1, 2, 3, 1, 2, 3],\n [4, 5, 6, 4, 5, 6]]");
   CHECK(st.shape() == zn::shape{3, 3} && st(2, 2) == -1.f);
   CHECK(mixed.shape() == zn::shape{4, 3} && mixed(3, 2) == 13.f);
+  CHECK(y.shape() == zn::shape{1, 3, 3, 3} && y(0, 2, 1, 1) == 18.f);   // 2 channels x 9 taps
+  CHECK(y2.shape() == zn::shape{1, 3, 3, 3} && y2(0, 0, 0, 0) == 8.f);  // a corner: 2 x 2 x 2
 }
 
 void tensors() {

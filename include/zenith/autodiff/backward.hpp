@@ -18,10 +18,12 @@
 #include <vector>
 
 #include "../backend/cpu/concat.hpp"
+#include "../backend/cpu/conv.hpp"
 #include "../backend/cpu/evaluate.hpp"
 #include "../backend/cpu/matmul.hpp"
 #include "../backend/cpu/softmax.hpp"
 #include "../expr/concat.hpp"
+#include "../expr/conv.hpp"
 #include "../expr/elementwise.hpp"
 #include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
@@ -476,6 +478,36 @@ struct reverse<matmul_node<A, B>> {
       zenith::shape gs = stacked ? zenith::shape{rows, d.n} : with(d.batch, d.m, d.n);
       auto db = matmul(transpose(reshape(a, as), swap_last(as.size())), reshape(g, gs));
       backward(b, zenith::detail::convert<value_t<B>>(fold_to_node(db, b_full, b.shape())), sink);
+    }
+  }
+};
+
+// conv2d: each of the three parts is linear in both operands, and its adjoints are the other
+// parts (expr/conv.hpp), so a gradient of a convolution is convolutions again, to any order.
+//   output      y = conv(x, w):      dx = input_grad(g, w),   dw = filter_grad(x, g)
+//   input_grad  y = T_x(h, w):       dh = output(g, w),       dw = filter_grad(g, h)
+//   filter_grad y = T_w(x, h):       dx = input_grad(h, g),   dh = output(x, g)
+template <conv2d_part Part, class A, class B>
+struct reverse<conv2d_node<Part, A, B>> {
+  template <class G, class Sink>
+  static void run(conv2d_node<Part, A, B> const& e, G const& ct, Sink& sink) {
+    auto const& a = e.lhs();
+    auto const& b = e.rhs();
+    auto const& geo = e.geometry;
+    auto g = share_operand(ct);
+    constexpr auto output = conv2d_part::output, input_grad = conv2d_part::input_grad,
+                   filter_grad = conv2d_part::filter_grad;
+    auto to_a = [&](auto const& d) { backward(a, zenith::detail::convert<value_t<A>>(d), sink); };
+    auto to_b = [&](auto const& d) { backward(b, zenith::detail::convert<value_t<B>>(d), sink); };
+    if constexpr (Part == output) {
+      if constexpr (detail::differentiable_v<A>) to_a(make_conv2d<input_grad>(g, b, geo));
+      if constexpr (detail::differentiable_v<B>) to_b(make_conv2d<filter_grad>(a, g, geo));
+    } else if constexpr (Part == input_grad) {
+      if constexpr (detail::differentiable_v<A>) to_a(make_conv2d<output>(g, b, geo));
+      if constexpr (detail::differentiable_v<B>) to_b(make_conv2d<filter_grad>(g, a, geo));
+    } else {
+      if constexpr (detail::differentiable_v<A>) to_a(make_conv2d<input_grad>(b, g, geo));
+      if constexpr (detail::differentiable_v<B>) to_b(make_conv2d<output>(a, g, geo));
     }
   }
 };

@@ -211,6 +211,24 @@ struct forward<matmul_node<A, B>> {
   }
 };
 
+// conv2d (any of its parts): bilinear, as matmul.
+template <conv2d_part Part, class A, class B>
+struct forward<conv2d_node<Part, A, B>> {
+  static auto run(conv2d_node<Part, A, B> const& e, tangents const& ts) {
+    using T = value_t<conv2d_node<Part, A, B>>;
+    auto const& a = e.lhs();
+    auto const& b = e.rhs();
+    auto const& g = e.geometry;
+    if constexpr (detail::differentiable_v<A> && detail::differentiable_v<B>)
+      return zenith::detail::convert<T>(make_conv2d<Part>(tangent_of(a, ts), b, g) +
+                                        make_conv2d<Part>(a, tangent_of(b, ts), g));
+    else if constexpr (detail::differentiable_v<A>)
+      return zenith::detail::convert<T>(make_conv2d<Part>(tangent_of(a, ts), b, g));
+    else
+      return zenith::detail::convert<T>(make_conv2d<Part>(a, tangent_of(b, ts), g));
+  }
+};
+
 // softmax: dy = y * (t - sum(t * y)); log_softmax: dy = t - sum(exp(y) * t), from the forward y.
 template <class Op, class E>
 struct forward<softmax_node<Op, E>> {

@@ -20,9 +20,11 @@
 #include <vector>
 
 #include "../backend/cpu/concat.hpp"
+#include "../backend/cpu/conv.hpp"
 #include "../backend/cpu/evaluate.hpp"
 #include "../backend/cpu/softmax.hpp"
 #include "../expr/concat.hpp"
+#include "../expr/conv.hpp"
 #include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"
@@ -174,6 +176,11 @@ struct memoized<matmul_node<A, B>> {
   using type = memo_node<
       matmul_node<memoized_child_t<matmul_node<A, B>, A>, memoized_child_t<matmul_node<A, B>, B>>>;
 };
+template <conv2d_part Part, class A, class B>
+struct memoized<conv2d_node<Part, A, B>> {
+  using type = memo_node<conv2d_node<Part, memoized_child_t<conv2d_node<Part, A, B>, A>,
+                                     memoized_child_t<conv2d_node<Part, A, B>, B>>>;
+};
 template <class Op, class E>
 struct memoized<softmax_node<Op, E>> {
   using type = memo_node<softmax_node<Op, memoized_child_t<softmax_node<Op, E>, E>>>;
@@ -306,6 +313,15 @@ struct memoizer<matmul_node<A, B>> {
   static memoized_t<P> run(P const& e) {
     return memo<Level>(matmul_node<memoized_child_t<P, A>, memoized_child_t<P, B>>(
         memoize_child<P, Level>(e.lhs()), memoize_child<P, Level>(e.rhs())));
+  }
+};
+template <conv2d_part Part, class A, class B>
+struct memoizer<conv2d_node<Part, A, B>> {
+  using P = conv2d_node<Part, A, B>;
+  template <int Level>
+  static memoized_t<P> run(P const& e) {
+    return memo<Level>(conv2d_node<Part, memoized_child_t<P, A>, memoized_child_t<P, B>>(
+        memoize_child<P, Level>(e.lhs()), memoize_child<P, Level>(e.rhs()), e.geometry));
   }
 };
 template <class Op, class E>

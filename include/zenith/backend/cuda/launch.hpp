@@ -27,6 +27,7 @@
 #include "../../expr/node.hpp"
 #include "../../expr/views.hpp"
 #include "concat.hpp"
+#include "conv.hpp"
 #include "gemm.hpp"
 #include "kernel_args.hpp"
 #include "kernel_source.hpp"
