@@ -82,6 +82,22 @@ void cache_latency(int reps) {
   std::printf("\n");
 }
 
+// The median of reps runs of f on gpu, each timed to completion, after one warm-up run (which
+// compiles and loads the kernels).
+template <class F>
+double gpu_ms(zn::device gpu, int reps, F&& f) {
+  f();
+  zn::synchronize(gpu);
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = clock_type::now();
+    f();
+    zn::synchronize(gpu);
+    t.push_back(us_since(t0) / 1000);
+  }
+  return median(t);
+}
+
 void gpu_chain(int reps) {
   if (cu::device_count() == 0) {
     std::printf("## On a GPU\n\nno CUDA device here: skipped\n");
@@ -91,18 +107,7 @@ void gpu_chain(int reps) {
   std::size_t n = std::size_t(1) << 26;
   zn::array<float> a = zn::linspace<float>(-1, 1, n).to(gpu), b = a, c = a;
   zn::array<float> copy_dst = zn::array<float>::empty({n}, gpu);
-  auto time_ms = [&](auto&& f) {
-    f();  // warm-up: compiles and loads the kernels
-    zn::synchronize(gpu);
-    std::vector<double> t;
-    for (int r = 0; r < reps; ++r) {
-      auto t0 = clock_type::now();
-      f();
-      zn::synchronize(gpu);
-      t.push_back(us_since(t0) / 1000);
-    }
-    return median(t);
-  };
+  auto time_ms = [&](auto&& f) { return gpu_ms(gpu, reps, f); };
   double copy = time_ms(
       [&] { zn::memory_of(gpu).copy(copy_dst.data(), gpu, a.data(), gpu, n * sizeof(float)); });
   double fused = time_ms([&] { zn::array<float> y = a * zn::sin(b) + zn::exp(-c * c); });
@@ -130,19 +135,7 @@ template <class T>
 void gpu_matmul_row(zn::device gpu, std::size_t n, int reps) {
   zn::array<T> a = zn::full<T>({n, n}, T(0.5), gpu), b = zn::full<T>({n, n}, T(0.25), gpu);
   zn::array<T> c = zn::array<T>::empty({n, n}, gpu);
-  auto time_ms = [&](auto&& f) {
-    f();
-    zn::synchronize(gpu);
-    std::vector<double> t;
-    for (int r = 0; r < reps; ++r) {
-      auto t0 = clock_type::now();
-      f();
-      zn::synchronize(gpu);
-      t.push_back(us_since(t0) / 1000);
-    }
-    return median(t);
-  };
-  double zenith = time_ms([&] { zn::array<T> y = zn::matmul(a, b); });
+  double zenith = gpu_ms(gpu, reps, [&] { zn::array<T> y = zn::matmul(a, b); });
   void* h = cu::detail::cublas_handle(0);
   bool is_double = std::is_same_v<T, double>;
   double one_d = 1, zero_d = 0;
@@ -152,7 +145,7 @@ void gpu_matmul_row(zn::device gpu, std::size_t n, int reps) {
   int type = is_double ? cu::detail::cuda_r_64f : cu::detail::cuda_r_32f;
   int compute = is_double ? cu::detail::cublas_compute_64f : cu::detail::cublas_compute_32f;
   auto ln = std::int64_t(n);
-  double direct = time_ms([&] {
+  double direct = gpu_ms(gpu, reps, [&] {
     cu::cublas().gemm_strided_batched(h, 0, 0, ln, ln, ln, one, b.data(), type, ln, 0, a.data(),
                                       type, ln, 0, zero, c.data(), type, ln, 0, 1, compute, -1);
   });

@@ -6,7 +6,9 @@
 // output, so no part is ever materialized on its own.
 //   concatenate(parts, axis): parts agree on every dimension but axis, which adds up.
 //   stack(parts, axis):       parts have one shape; a new axis of length parts.size() is inserted.
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -128,6 +130,33 @@ struct concat_node : expr_base {
     for_each_part([&](auto const& p, std::size_t) { p.for_each_array(f); });
   }
 };
+
+namespace detail {
+// Where a part of shape s goes in its concatenation's output (row-major strides st): the offset
+// of its first element and the strides of its slice. offset is the position along the axis of
+// the next part, advanced past this one. Each backend writes the part through these.
+struct concat_slice {
+  std::int64_t start = 0;
+  std::array<std::int64_t, max_rank> stride{};
+};
+template <class Op>
+concat_slice concat_slice_of(zenith::shape const& s, std::size_t axis,
+                             std::array<std::int64_t, max_rank> const& st, std::int64_t& offset) {
+  concat_slice c;
+  c.start = offset * st[axis];
+  if constexpr (Op::new_axis) {
+    for (std::size_t k = 0, o = 0; k < s.size(); ++k, ++o) {  // the output's axes but axis
+      if (o == axis) ++o;
+      c.stride[k] = st[o];
+    }
+    offset += 1;
+  } else {
+    c.stride = st;
+    offset += std::int64_t(s[axis]);
+  }
+  return c;
+}
+}  // namespace detail
 
 // Joins parts along an existing axis (negative axes count from the end). Parts of different
 // expression types go in a std::tuple: concatenate(std::tuple(a, b * 2.f), 1).

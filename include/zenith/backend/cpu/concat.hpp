@@ -16,22 +16,11 @@ array<value_t<concat_node<Op, Parts>>> eval_barrier(concat_node<Op, Parts> const
   auto out = array<T>::empty(node.shape());
   if (out.size() == 0) return out;
   auto st = row_major_strides(out.shape());
-  std::size_t axis = node.axis;
-  std::int64_t offset = 0;  // position along axis of the next part
+  std::int64_t offset = 0;  // position along the axis of the next part
   node.for_each_part([&](auto const& part, std::size_t) {
     zenith::shape s = part.shape();
-    dest_view<T> dst{out.data() + offset * st[axis], {}};
-    if constexpr (Op::new_axis) {
-      // The part's axes are the output's without `axis`.
-      for (std::size_t k = 0, o = 0; k < s.size(); ++k, ++o) {
-        if (o == axis) ++o;
-        dst.stride[k] = st[o];
-      }
-      offset += 1;
-    } else {
-      dst.stride = st;
-      offset += std::int64_t(s[axis]);
-    }
+    auto slice = detail::concat_slice_of<Op>(s, node.axis, st, offset);
+    dest_view<T> dst{out.data() + slice.start, slice.stride};
     auto x = detail::convert<T>(part);
     auto ev = make_evaluator(x);
     run_fused(dst, ev, s);

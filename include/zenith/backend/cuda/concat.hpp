@@ -31,23 +31,12 @@ struct lowering<concat_node<Op, Parts>> {
     auto out = array<T>::empty(node.shape(), d);
     if (out.size() == 0) return out;
     auto st = row_major_strides(out.shape());
-    std::size_t axis = node.axis;
-    std::int64_t offset = 0;  // position along axis of the next part
+    std::int64_t offset = 0;  // position along the axis of the next part
     node.for_each_part([&](auto const& part, std::size_t) {
       zenith::shape s = part.shape();
-      std::array<std::int64_t, max_rank> stride{};
-      T* base = out.data() + offset * st[axis];
-      if constexpr (Op::new_axis) {
-        for (std::size_t k = 0, o = 0; k < s.size(); ++k, ++o) {  // the output's axes but axis
-          if (o == axis) ++o;
-          stride[k] = st[o];
-        }
-        offset += 1;
-      } else {
-        stride = st;
-        offset += std::int64_t(s[axis]);
-      }
-      run_into_on_device<T>(d, base, stride, s, cuda_backend::lower(d, part));
+      auto slice = zenith::detail::concat_slice_of<Op>(s, node.axis, st, offset);
+      run_into_on_device<T>(d, out.data() + slice.start, slice.stride, s,
+                            cuda_backend::lower(d, part));
     });
     return out;
   }

@@ -7,8 +7,6 @@
 // a program links no CUDA library and starts on any machine; where cuBLAS cannot be opened, a
 // matmul on a device is a device_error that says why. Installed by including this header, which
 // zenith/zenith.hpp does where the build defines ZENITH_WITH_NVRTC.
-#include <dlfcn.h>
-
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -17,6 +15,7 @@
 
 #include "device_memory.hpp"
 #include "gemm.hpp"
+#include "library.hpp"
 
 namespace zenith::cuda_backend {
 
@@ -46,21 +45,11 @@ inline constexpr int cublas_gemm_default = -1;
 
 inline cublas_api load_cublas() {
   cublas_api api;
-  void* lib = nullptr;
-  std::string tried;
-  for (char const* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
-    if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
-    char const* why = dlerror();
-    if (tried.empty() && why) tried = why;
-  }
-  if (!lib) {
-    api.missing = "cuBLAS cannot be opened (" + tried + ")";
-    return api;
-  }
+  void* lib =
+      open_library("cuBLAS", {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}, api.missing);
+  if (!lib) return api;
   auto bind = [&](auto& fn, char const* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-    if (!fn && api.missing.empty())
-      api.missing = std::string("cuBLAS lacks ") + name + " (too old?)";
+    bind_symbol(lib, fn, "cuBLAS", name, api.missing);
   };
   bind(api.create, "cublasCreate_v2");
   bind(api.set_stream, "cublasSetStream_v2");

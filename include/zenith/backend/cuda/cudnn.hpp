@@ -9,8 +9,6 @@
 // a program links no CUDA library and starts on any machine; where cuDNN cannot be opened, a
 // convolution on a device is a device_error that says why. Installed by including this header,
 // which zenith/zenith.hpp does where the build defines ZENITH_WITH_NVRTC.
-#include <dlfcn.h>
-
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +21,7 @@
 #include "../../core/device_memory.hpp"
 #include "conv.hpp"
 #include "device_memory.hpp"
+#include "library.hpp"
 
 namespace zenith::cuda_backend {
 
@@ -82,22 +81,9 @@ struct cudnn_algo_perf {
 
 inline cudnn_api load_cudnn() {
   cudnn_api api;
-  void* lib = nullptr;
-  std::string tried;
-  for (char const* name : {"libcudnn.so.9", "libcudnn.so"}) {
-    if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
-    char const* why = dlerror();
-    if (tried.empty() && why) tried = why;
-  }
-  if (!lib) {
-    api.missing = "cuDNN cannot be opened (" + tried + ")";
-    return api;
-  }
-  auto bind = [&](auto& fn, char const* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-    if (!fn && api.missing.empty())
-      api.missing = std::string("cuDNN lacks ") + name + " (too old?)";
-  };
+  void* lib = open_library("cuDNN", {"libcudnn.so.9", "libcudnn.so"}, api.missing);
+  if (!lib) return api;
+  auto bind = [&](auto& fn, char const* name) { bind_symbol(lib, fn, "cuDNN", name, api.missing); };
   bind(api.create, "cudnnCreate");
   bind(api.set_stream, "cudnnSetStream");
   bind(api.create_tensor, "cudnnCreateTensorDescriptor");
