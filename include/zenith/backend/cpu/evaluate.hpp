@@ -81,7 +81,7 @@ array<T> evaluate_on(device d, E const& e) {
 // where e's arrays are.
 template <element T, expression E>
 array<T> evaluate_fresh(E const& e) {
-  if (on_a_device(e)) return evaluate_on<T>(check_one_device(e), e);
+  if (device d = device_of(e); d != cpu) return evaluate_on<T>(d, e);
   if constexpr (barrier_expression<E> && std::is_same_v<value_t<E>, T>) {
     return eval_barrier(e);
   } else {
@@ -150,9 +150,9 @@ array<T> evaluate_unrecorded(E const& e, std::string_view rule) {
 
 // e as an array, as user code materializes it: recorded on the tape when a trace reads it.
 // Where e's arrays are on a device, it is evaluated there (backend/cuda/launch.hpp) in a build
-// with NVRTC; elsewhere the device path is not compiled in (it adds about a tenth to the compile
-// time of code that materializes many expression types). A recorded one is evaluated there too
-// (evaluate_fresh), as is its reverse pass.
+// with NVRTC, a recorded one too (evaluate_fresh), as is its reverse pass. Elsewhere the device
+// path is not compiled in: it costs compile time for every evaluated type (the zenith::host
+// target leaves it out, docs/cuda.md).
 template <element T, expression E>
 array<T> evaluate_as(E const& e) {
   if (device d = check_one_device(e); d != cpu && !reads_traced(e)) return evaluate_on<T>(d, e);
