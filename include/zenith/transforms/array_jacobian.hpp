@@ -31,12 +31,6 @@
 
 namespace zenith::detail {
 
-// a on device d (a itself when it is there already).
-template <class T>
-array<T> moved_to(array<T> const& a, device d) {
-  return a.device() == d ? a : a.to(d);
-}
-
 // The Jacobian of g at x, column by column: out.shape + x.shape. The unit tangents are written
 // on the host and the Jacobian assembled there; for an x on a device, they travel there and
 // back, and the Jacobian is returned on x's device.
@@ -53,13 +47,13 @@ auto array_jacobian_by_columns(G const& g, array<T> const& x, char const* transf
   for (std::size_t i = 0; i < n; ++i) {
     auto t = zeros<T>(x.shape());
     t.data()[i] = T(1);
-    auto [y, ty] = jvp(g, std::make_tuple(xc), std::make_tuple(moved_to(t, x.device())));
+    auto [y, ty] = jvp(g, std::make_tuple(xc), std::make_tuple(t.to(x.device())));
     if (i == 0) {
       zenith::shape s = y.shape();
       for (auto d : x.shape()) s.push_back(d);
       jac = zeros<R>(s);
     }
-    array<R> col = moved_to(array<R>(ty), cpu);  // contiguous
+    array<R> col = array<R>(ty).to(cpu);  // contiguous
     for (std::size_t o = 0; o < col.size(); ++o) jac.data()[o * n + i] = col.data()[o];
   }
   if (n == 0) {
@@ -68,7 +62,7 @@ auto array_jacobian_by_columns(G const& g, array<T> const& x, char const* transf
     for (auto d : x.shape()) s.push_back(d);
     jac = zeros<R>(s);
   }
-  return moved_to(jac, x.device());
+  return jac.to(x.device());
 }
 
 template <class F, floating_element T, class... Rest>
@@ -90,10 +84,10 @@ auto jacrev_call(jacrev_tag, F const& f, array<T> const& x, Rest const&... rest)
   for (std::size_t o = 0; o < m; ++o) {
     auto ct = zeros<R>(y.shape());
     ct.data()[o] = R(1);
-    array<T> row = moved_to(std::get<0>(pullback(moved_to(ct, x.device()))), cpu);
+    array<T> row = std::get<0>(pullback(ct.to(x.device()))).to(cpu);
     for (std::size_t i = 0; i < n; ++i) jac.data()[o * n + i] = R(row.data()[i]);
   }
-  return moved_to(jac, x.device());
+  return jac.to(x.device());
 }
 
 template <class F, floating_element T, class... Rest>
