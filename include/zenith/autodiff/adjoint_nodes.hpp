@@ -198,11 +198,8 @@ template <class E>
 requires cuda_backend::lowerable<E>
 struct cuda_backend::lowering<fold_to_node<E>> {
   static array<value_t<E>> lower(device d, fold_to_node<E> const& e) {
-    using T = value_t<E>;
-    array<T> r = cuda_backend::evaluate_on_device<T>(d, e.child);
-    std::vector<int> axes = zenith::detail::folded_axes(r.shape(), e.full);
-    if (!axes.empty()) r = cuda_backend::evaluate_on_device<T>(d, sum(r, axes, true));
-    return array<T>::from_buffer(r.storage(), r.data(), e.shape_);
+    return cuda_backend::summed_on_device<value_t<E>>(
+        d, e.child, zenith::detail::folded_axes(e.child.shape(), e.full), e.shape_);
   }
 };
 

@@ -130,12 +130,8 @@ template <class C>
 requires cuda_backend::lowerable<C>
 struct cuda_backend::lowering<sum_to_node<C>> {
   static array<value_t<C>> lower(device d, sum_to_node<C> const& e) {
-    using T = value_t<C>;
-    array<T> full = cuda_backend::evaluate_on_device<T>(d, e.child);
-    if (!e.reduces()) return full;
-    array<T> r = cuda_backend::evaluate_on_device<T>(
-        d, sum(full, std::vector<int>(e.axes.begin(), e.axes.end()), true));
-    return array<T>::from_buffer(r.storage(), r.data(), e.shape_);
+    return cuda_backend::summed_on_device<value_t<C>>(
+        d, e.child, std::vector<int>(e.axes.begin(), e.axes.end()), e.shape_);
   }
 };
 

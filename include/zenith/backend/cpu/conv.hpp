@@ -21,44 +21,39 @@ namespace zenith {
 
 namespace detail {
 
-// The patches of one image (c x h x w at img) as columns: rows (c, p, q), columns (i, j).
-template <class T>
-void im2col(T const* img, conv2d_geometry const& g, T* cols) {
+// f(column entry, pixel) for every entry of one image's patch matrix: rows (c, p, q), columns
+// (i, j); pixel is the offset in the c x h x w image it reads, or -1 where the window is outside.
+template <class F>
+void each_tap(conv2d_geometry const& g, F&& f) {
   std::size_t const ohw = g.oh * g.ow;
   for (std::size_t c = 0; c < g.c; ++c)
     for (std::size_t p = 0; p < g.kh; ++p)
       for (std::size_t q = 0; q < g.kw; ++q) {
-        T* row = cols + ((c * g.kh + p) * g.kw + q) * ohw;
+        std::size_t row = ((c * g.kh + p) * g.kw + q) * ohw;
         for (std::size_t i = 0; i < g.oh; ++i) {
           auto y = std::int64_t(i * g.stride[0] + p * g.dil[0]) - std::int64_t(g.pad[0]);
           for (std::size_t j = 0; j < g.ow; ++j) {
             auto x = std::int64_t(j * g.stride[1] + q * g.dil[1]) - std::int64_t(g.pad[1]);
             bool inside = y >= 0 && y < std::int64_t(g.h) && x >= 0 && x < std::int64_t(g.w);
-            row[i * g.ow + j] =
-                inside ? img[(c * g.h + std::size_t(y)) * g.w + std::size_t(x)] : T(0);
+            f(row + i * g.ow + j,
+              inside ? (std::int64_t(c * g.h) + y) * std::int64_t(g.w) + x : -1);
           }
         }
       }
 }
 
+// The patches of one image (c x h x w at img) as columns, zeros outside.
+template <class T>
+void im2col(T const* img, conv2d_geometry const& g, T* cols) {
+  each_tap(g, [&](std::size_t k, std::int64_t px) { cols[k] = px < 0 ? T(0) : img[px]; });
+}
+
 // The adjoint of im2col: each column entry added back to the pixel it was read from.
 template <class T>
 void col2im(T const* cols, conv2d_geometry const& g, T* img) {
-  std::size_t const ohw = g.oh * g.ow;
-  for (std::size_t c = 0; c < g.c; ++c)
-    for (std::size_t p = 0; p < g.kh; ++p)
-      for (std::size_t q = 0; q < g.kw; ++q) {
-        T const* row = cols + ((c * g.kh + p) * g.kw + q) * ohw;
-        for (std::size_t i = 0; i < g.oh; ++i) {
-          auto y = std::int64_t(i * g.stride[0] + p * g.dil[0]) - std::int64_t(g.pad[0]);
-          if (y < 0 || y >= std::int64_t(g.h)) continue;
-          for (std::size_t j = 0; j < g.ow; ++j) {
-            auto x = std::int64_t(j * g.stride[1] + q * g.dil[1]) - std::int64_t(g.pad[1]);
-            if (x >= 0 && x < std::int64_t(g.w))
-              img[(c * g.h + std::size_t(y)) * g.w + std::size_t(x)] += row[i * g.ow + j];
-          }
-        }
-      }
+  each_tap(g, [&](std::size_t k, std::int64_t px) {
+    if (px >= 0) img[px] += cols[k];
+  });
 }
 
 // c (m x n) = op(a) . op(b) + beta c, row-major.

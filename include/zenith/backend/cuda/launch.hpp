@@ -12,6 +12,7 @@
 // larger expressions, reshapes, and the autodiff layer's nodes, so that a gradient's forward and
 // backward passes run there too. Anything else over device arrays (a matmul, a softmax, so far)
 // is a device_error that names it.
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -131,17 +132,56 @@ inline kernel_runner const* install_kernel_runner(kernel_runner const* r) {
                      "configure with ZENITH_CUDA on)");
 }
 
+namespace detail {
+
+// The installed runner, for a launch on d. A launch is not a recorded step (core/recording.hpp):
+// a jit recording of it would replay without it, so such a function is called afresh instead.
+inline kernel_runner const& runner_for(device d) {
+  kernel_runner const* runner = runner_slot();
+  if (!runner) no_kernel_compiler(d);
+  zenith::detail::note_unreplayable("a CUDA kernel launch");
+  return *runner;
+}
+
+// out (T, of shape s) = e, lowered, of shape s, as one elementwise kernel: in the variant that
+// fits the arrays at hand, or, with out_stride, in the strided one writing out at those strides
+// (a slice of a larger array).
+template <element T, expression E>
+void launch_elementwise(device d, T* out, zenith::shape const& s, E const& e,
+                        std::array<std::int64_t, max_rank> const* out_stride = nullptr) {
+  static_assert(elementwise_on_device<std::remove_cvref_t<E>>::value,
+                "zenith: a device expression must be lowered first (lower.hpp)");
+  kernel_runner const& runner = runner_for(d);
+  std::int64_t n = std::int64_t(s.numel());
+  if (n == 0) return;
+  zenith::detail::kernel_device_scope scope(d);  // the leaves may live on d
+  auto ev = make_evaluator(e);
+  using Ev = decltype(ev);
+  kernel_variant v = choose_variant(out, s, ev);
+  if (out_stride) {
+    v.kind = layout::strided;
+    v.broadcast = 0;
+    constexpr std::int64_t max32 = std::numeric_limits<std::int32_t>::max();
+    std::int64_t reach = 0;
+    for (std::size_t k = 0; k < s.size(); ++k)
+      reach +=
+          ((*out_stride)[k] < 0 ? -(*out_stride)[k] : (*out_stride)[k]) * (std::int64_t(s[k]) - 1);
+    v.index64 = v.index64 || reach > max32;
+  }
+  kernel_source const& k = kernel_for<T, Ev>(v);
+  kernel_args a = launch_args(v, out, s, ev, out_stride);
+  runner.run(d, k, a, {256, (n + 255) / 256, false});
+}
+
+}  // namespace detail
+
 // out (T) = e on device d, e lowered (lower.hpp): one elementwise kernel, or a reduction along
 // axes with its elementwise child fused in.
 template <element T, expression E>
 array<T> run_on_device(device d, E const& e) {
   using D = std::remove_cvref_t<E>;
-  kernel_runner const* runner = detail::runner_slot();
-  if (!runner) no_kernel_compiler(d);
-  // A launch is not a recorded step (core/recording.hpp): a jit recording of it would replay
-  // without it, so such a function is called afresh instead.
-  zenith::detail::note_unreplayable("a CUDA kernel launch");
   if constexpr (detail::reduction_on_device<D>::value) {
+    kernel_runner const& runner = detail::runner_for(d);
     using Op = typename D::op_type;
     zenith::shape s = e.child.shape();
     if (e.count() == 0) {  // as the CPU: the identity, or an error where there is none
@@ -160,53 +200,21 @@ array<T> run_on_device(device d, E const& e) {
     bool wide = detail::needs_index64(s, ev);
     kernel_source const& k = detail::reduction_kernel_for<Op, T, Ev>(wide);
     kernel_args a = reduction_args(wide, out.data(), s, e.axes, ev);
-    runner->run(d, k, a, {unsigned(reduction_block), std::int64_t(out.size()), true});
+    runner.run(d, k, a, {unsigned(reduction_block), std::int64_t(out.size()), true});
     return out;
   } else {
-    static_assert(detail::elementwise_on_device<D>::value,
-                  "run_on_device: the expression must be lowered first (lower.hpp)");
     auto out = array<T>::empty(e.shape(), d);
-    std::int64_t n = std::int64_t(out.size());
-    if (n == 0) return out;
-    zenith::detail::kernel_device_scope scope(d);
-    auto ev = make_evaluator(e);
-    using Ev = decltype(ev);
-    kernel_variant v = choose_variant(out.data(), out.shape(), ev);
-    kernel_source const& k = detail::kernel_for<T, Ev>(v);
-    kernel_args a = launch_args(v, out.data(), out.shape(), ev);
-    runner->run(d, k, a, {256, (n + 255) / 256, false});
+    detail::launch_elementwise(d, out.data(), out.shape(), e);
     return out;
   }
 }
 
 // e (lowered, of shape s) written on device d at out with the given strides (in elements): a
-// slice of a larger array, as the adjoint of slice and concatenate write. The strided kernel,
-// whose output offset takes any strides.
+// slice of a larger array, as the adjoint of slice and concatenate write.
 template <element T, expression E>
 void run_into_on_device(device d, T* out, std::array<std::int64_t, max_rank> const& stride,
                         zenith::shape const& s, E const& e) {
-  static_assert(detail::elementwise_on_device<std::remove_cvref_t<E>>::value,
-                "run_into_on_device: the expression must be lowered first (lower.hpp)");
-  kernel_runner const* runner = detail::runner_slot();
-  if (!runner) no_kernel_compiler(d);
-  zenith::detail::note_unreplayable("a CUDA kernel launch");
-  std::int64_t n = std::int64_t(s.numel());
-  if (n == 0) return;
-  zenith::detail::kernel_device_scope scope(d);
-  auto b = broadcast_to(e, s);
-  auto ev = make_evaluator(b);
-  using Ev = decltype(ev);
-  kernel_variant v = choose_variant(out, s, ev);
-  v.kind = layout::strided;
-  v.broadcast = 0;
-  constexpr std::int64_t max32 = std::numeric_limits<std::int32_t>::max();
-  std::int64_t reach = 0;
-  for (std::size_t k = 0; k < s.size(); ++k)
-    reach += (stride[k] < 0 ? -stride[k] : stride[k]) * (std::int64_t(s[k]) - 1);
-  v.index64 = v.index64 || reach > max32;
-  kernel_source const& k = detail::kernel_for<T, Ev>(v);
-  kernel_args a = launch_args(v, out, s, ev, &stride);
-  runner->run(d, k, a, {256, (n + 255) / 256, false});
+  detail::launch_elementwise(d, out, s, e, &stride);
 }
 
 // out (T) = e, on device d where every array e reads lives. Its barriers (reductions inside it,

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "../../core/array.hpp"
 #include "../../expr/node.hpp"
@@ -52,6 +53,16 @@ array<T> evaluate_on_device(device d, E const& e);
 template <element T, expression E>
 void run_into_on_device(device d, T* out, std::array<std::int64_t, max_rank> const& stride,
                         zenith::shape const& s, E const& e);
+
+// e computed on d, summed over axes (kept as 1) and viewed as shape s: what the reverse pass's
+// sums to a broadcast shape (sum_to_node, fold_to_node) lower to.
+template <element T, expression E>
+array<T> summed_on_device(device d, E const& e, std::vector<int> const& axes,
+                          zenith::shape const& s) {
+  array<T> r = evaluate_on_device<T>(d, e);
+  if (!axes.empty()) r = evaluate_on_device<T>(d, sum(r, axes, true));
+  return array<T>::from_buffer(r.storage(), r.data(), s);
+}
 
 template <element T>
 struct lowering<array<T>> {
