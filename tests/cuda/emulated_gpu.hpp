@@ -11,6 +11,8 @@
 #include <zenith/backend/cuda/nvrtc.hpp>
 #include <zenith/zenith.hpp>
 
+#include "grid_position.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -107,14 +109,14 @@ struct host_runner {
     CHECK(d == zn::device{zn::device::kind::cuda, 0});
     CHECK(shape.blocks > 0);
     using call_t = void (*)(void**);
-    using emulate_t = void (*)(call_t, void**, unsigned, unsigned);
+    using emulate_t = void (*)(call_t, void**, unsigned, unsigned, zn_position_fn);
     auto fn = reinterpret_cast<call_t>(load(k));
     auto emulate = reinterpret_cast<emulate_t>(
         loaded[k.name + (shape.cooperative ? "/emulate_blocks" : "/emulate")]);
     auto args = a.pointers();
     // Fewer threads than elements (and blocks than outputs): the grid-stride loops.
     host_memory::open_all(true);
-    emulate(fn, args.data(), 3, 32);
+    emulate(fn, args.data(), 3, 32, &zn_host_position);
     host_memory::open_all(false);
     launches.push_back(k.name);
   }
@@ -227,7 +229,8 @@ struct emulated_gpu {
   }
   ~emulated_gpu() {
     // The kernels' libraries are closed: a process that ends with a hundred extra modules
-    // loaded is one more thing for LeakSanitizer's exit scan to walk.
+    // loaded is one more thing for LeakSanitizer's exit scan to walk. (They hold no
+    // thread-local storage: host_grid_shim.hpp.)
     host_runner::loaded.clear();
     for (void* h : host_runner::libraries) dlclose(h);
     host_runner::libraries.clear();

@@ -1,11 +1,16 @@
 #pragma once
 // Host definitions under which zenith's generated CUDA kernel source compiles as plain C++
 // (test_host_emulation.cpp): the CUDA keywords as nothing, blockIdx / threadIdx / blockDim /
-// gridDim as per-thread variables that zn_emulate loops over, and the device math functions
-// the op snippets call, for float and double, from the host's libm. Kernels whose threads
-// cooperate (__shared__, __syncthreads: the reductions) run with zn_emulate_blocks, one
-// std::thread per CUDA thread and a std::barrier per block; blocks run one after another, so a
-// function-local static is the block's shared memory.
+// gridDim as the running thread's grid position (grid_position.hpp) that zn_emulate loops over,
+// and the device math functions the op snippets call, for float and double, from the host's
+// libm. Kernels whose threads cooperate (__shared__, __syncthreads: the reductions) run with
+// zn_emulate_blocks, one std::thread per CUDA thread and a std::barrier per block; blocks run one
+// after another, so a function-local static is the block's shared memory.
+//
+// The library this is compiled into has no thread_local of its own: the position lives in the
+// test program's thread-local storage and is reached through the function the runner passes to
+// zn_emulate. A dlopen'ed library's thread_local is dynamic TLS, and LeakSanitizer's exit scan
+// of dynamic TLS blocks that a thread allocated in a library since closed crashes its tracer.
 #include <math.h>
 
 #include <algorithm>
@@ -16,16 +21,20 @@
 
 #include <zenith/core/dtype.hpp>  // the 16-bit floats' rounding, as the CPU backend does it
 
+#define ZN_HOST_GRID_SHIM
+#include "grid_position.hpp"
+
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __align__(n) alignas(n)
 #define __shared__ static
 
-struct zn_dim3 {
-  unsigned x = 0, y = 0, z = 0;
-};
-inline thread_local zn_dim3 blockIdx, threadIdx, blockDim, gridDim;
+inline zn_position_fn zn_position = nullptr;  // set by zn_emulate / zn_emulate_blocks
+#define blockIdx (zn_position()->block)
+#define threadIdx (zn_position()->thread)
+#define blockDim (zn_position()->block_dim)
+#define gridDim (zn_position()->grid_dim)
 
 inline float rsqrt(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
@@ -45,7 +54,9 @@ inline float zn_host_f16(unsigned short h) { return float(zenith::float16::from_
 inline unsigned short zn_host_to_f16(float f) { return zenith::float16(f).bits; }
 
 // Runs fn(args) once per thread of a grid x block launch, one thread after another.
-extern "C" void zn_emulate(void (*fn)(void**), void** args, unsigned grid, unsigned block) {
+extern "C" void zn_emulate(void (*fn)(void**), void** args, unsigned grid, unsigned block,
+                           zn_position_fn position) {
+  zn_position = position;
   gridDim.x = grid;
   blockDim.x = block;
   for (unsigned b = 0; b < grid; ++b)
@@ -61,7 +72,9 @@ inline void __syncthreads() { zn_block_barrier->arrive_and_wait(); }
 
 // Runs a grid x block launch of a kernel whose threads synchronize: each block's threads at
 // once, as threads of their own.
-extern "C" void zn_emulate_blocks(void (*fn)(void**), void** args, unsigned grid, unsigned block) {
+extern "C" void zn_emulate_blocks(void (*fn)(void**), void** args, unsigned grid, unsigned block,
+                                  zn_position_fn position) {
+  zn_position = position;
   for (unsigned b = 0; b < grid; ++b) {
     std::barrier<> bar(block);
     zn_block_barrier = &bar;

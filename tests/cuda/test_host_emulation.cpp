@@ -12,6 +12,7 @@
 #include <zenith/backend/cuda/reduce_kernel.hpp>
 #include <zenith/zenith.hpp>
 
+#include "grid_position.hpp"
 #include "op_arity.hpp"
 
 #include <cmath>
@@ -86,14 +87,14 @@ class host_library {
   void launch(cu::kernel_source const& k, cu::kernel_args& a, unsigned grid, unsigned block,
               bool cooperative = false) {
     using call_t = void (*)(void**);
-    using emulate_t = void (*)(call_t, void**, unsigned, unsigned);
+    using emulate_t = void (*)(call_t, void**, unsigned, unsigned, zn_position_fn);
     auto fn = reinterpret_cast<call_t>(dlsym(handle_, ("call_" + k.name).c_str()));
     auto emulate = reinterpret_cast<emulate_t>(
         dlsym(handle_, cooperative ? "zn_emulate_blocks" : "zn_emulate"));
     REQUIRE(fn);
     REQUIRE(emulate);
     auto args = a.pointers();
-    emulate(fn, args.data(), grid, block);
+    emulate(fn, args.data(), grid, block, &zn_host_position);
   }
 
  private:
