@@ -1,6 +1,6 @@
 // Reverse rules of the non-elementwise nodes against central finite differences in double:
-// slice, softmax / log_softmax, prod, logsumexp, var / std, and the reverse pass's own nodes,
-// with broadcasting, rank 0 and non-contiguous operands; and their allocation counts.
+// slice, softmax / log_softmax, layer_norm, prod, logsumexp, var / std, and the reverse pass's own
+// nodes, with broadcasting, rank 0 and non-contiguous operands; and their allocation counts.
 // (concatenate / stack and batched matmul: test_grad_concat_matmul.cpp.)
 #include <array>
 #include <catch2/catch.hpp>
@@ -85,6 +85,41 @@ TEST_CASE("grad through softmax and log_softmax", "[grad][rules]") {
   // softmax is computed once: the value, its weighted sum, sum(ct * y) and the gradient.
   auto bx = random_array({64, 100}, 9), bw = random_array({64, 100}, 10);
   CHECK(grad_allocations(sm, bx, bw) == 4);
+}
+
+TEST_CASE("grad through layer_norm", "[grad][rules]") {
+  auto x = random_array({3, 5}, 21, -2, 2), w = random_array({3, 5}, 22);
+  auto gamma = random_array({5}, 23), beta = random_array({5}, 24);
+  check_grads([](auto const& x, auto const& w) { return zn::sum(zn::layer_norm(x) * w); }, x, w);
+  // Along the first axis, with a larger eps; the scale and shift differentiated too.
+  check_grads([](auto const& x, auto const& g,
+                 auto const& b) { return zn::sum(zn::square(zn::layer_norm(x, 0, 0.1) * g + b)); },
+              x, gamma, beta);
+  // A transposed input, and a matmul inside (a barrier below the barrier).
+  check_grads(
+      [](auto const& x, auto const& w) {
+        return zn::sum(zn::tanh(zn::layer_norm(zn::transpose(x), 0)) * zn::transpose(w));
+      },
+      x, w);
+  auto v = random_array({5, 4}, 25);
+  check_grads([](auto const& x,
+                 auto const& v) { return zn::sum(zn::sin(zn::layer_norm(zn::matmul(x, v)))); },
+              x, v);
+  // Slices with a large mean (the rule centres x before squaring, as the forward pass does).
+  auto far = random_array({2, 6}, 26, 500, 501);
+  check_grads([](auto const& x, auto const& w) { return zn::sum(zn::layer_norm(x) * w); }, far,
+              random_array({2, 6}, 27));
+  // The tape: a normalized array materialized inside the function gives the same gradient.
+  auto taped = [](zn::array<double> const& x, zn::array<double> const& w) {
+    zn::array<double> h = zn::layer_norm(x * 2.0);
+    return zn::sum(zn::exp(h) * w);
+  };
+  auto fused = [](auto const& x, auto const& w) {
+    return zn::sum(zn::exp(zn::layer_norm(x * 2.0)) * w);
+  };
+  zn::array<double> gt = zn::grad(taped)(x, w), gs = zn::grad(fused)(x, w);
+  check_close(gt, gs);
+  check_close(gs, numeric_grad(fused, 0, x, w));
 }
 
 TEST_CASE("grad through prod, logsumexp, var and std", "[grad][rules]") {

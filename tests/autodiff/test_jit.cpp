@@ -65,6 +65,10 @@ TEST_CASE("jit: forward functions replay what a call computes", "[jit]") {
                 [](unsigned s) {
                   return std::make_tuple(random_array({6, 4}, s), random_array({4, 3}, s + 1));
                 });
+  check_replays([](A const& a, A const& b) { return zn::layer_norm(a * b, 0) * b; },
+                [](unsigned s) {
+                  return std::make_tuple(random_array({6, 4}, s), random_array({4}, s + 1));
+                });
   check_replays([](A const& x) { return zn::logsumexp(x, 0); },
                 [](unsigned s) {
                   return std::make_tuple(random_array({9, 2}, s));

@@ -59,7 +59,7 @@ TEST_CASE("jvp through elementwise ops, broadcasting and reductions", "[jvp]") {
   check_jvp([&](auto const& x) { return zn::sum(zn::maximum(x, 0.9) * zn::abs(x - 0.5)); }, x, 18);
 }
 
-TEST_CASE("jvp through views, matmul, softmax and concatenate", "[jvp]") {
+TEST_CASE("jvp through views, matmul, softmax, layer_norm and concatenate", "[jvp]") {
   auto x = random_array({3, 4}, 4);
   auto w = random_array({4, 2}, 5), v = random_array({5, 3}, 6);
   check_jvp([&](auto const& x) { return zn::transpose(x) * 2.0 + zn::reshape(x, {4, 3}); }, x, 20);
@@ -70,6 +70,9 @@ TEST_CASE("jvp through views, matmul, softmax and concatenate", "[jvp]") {
   check_jvp([&](auto const& x) { return zn::matmul(v, zn::sin(x)); }, x, 23);
   check_jvp([&](auto const& x) { return zn::softmax(x * 2.0, 1); }, x, 24);
   check_jvp([&](auto const& x) { return zn::log_softmax(x, 0); }, x, 25);
+  check_jvp([&](auto const& x) { return zn::layer_norm(x * 2.0, 1); }, x, 28);
+  check_jvp([&](auto const& x) { return zn::layer_norm(zn::matmul(v, zn::sin(x)), 0, 0.1); }, x,
+            29);
   check_jvp([&](auto const& x) { return zn::concatenate(std::tuple(x, zn::exp(x)), 1); }, x, 26);
   check_jvp([&](auto const& x) { return zn::stack(std::vector{x * 2.0, x * 3.0}, 0); }, x, 27);
 }

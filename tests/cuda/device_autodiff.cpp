@@ -132,7 +132,7 @@ TEST_CASE("gradients through matmul on device arrays", "[cuda][nvrtc][device]") 
   check_close(gd[1], gh[1], 1e-12);
 }
 
-TEST_CASE("gradients through softmax, slices and concatenation on device arrays",
+TEST_CASE("gradients through softmax, layer_norm, slices and concatenation on device arrays",
           "[cuda][nvrtc][device]") {
   emulated_gpu emulated;
   auto logits = values<double>({5, 7}, -3, 3), labels = values<double>({5, 7}, 0, 1);
@@ -142,7 +142,9 @@ TEST_CASE("gradients through softmax, slices and concatenation on device arrays"
     auto q = zn::softmax(z, 0);
     auto parts = zn::concatenate(std::tuple(zn::slice(z, {zn::range{1, 4}, zn::range{}}), q), 0);
     auto back = zn::slice(z, 1, 6, 0, -2);  // a negative step
-    return -zn::mean(t * p) + zn::sum(zn::square(parts)) * 0.1 + zn::sum(zn::sin(back));
+    auto normed = zn::layer_norm(z * wv, 0, 1e-3) * wv;
+    return -zn::mean(t * p) + zn::sum(zn::square(parts)) * 0.1 + zn::sum(zn::sin(back)) +
+           zn::sum(zn::tanh(normed) * t);
   };
   auto dg = zn::grad(loss, zn::argnums<0, 1>)(logits.to(gpu0), w.to(gpu0), labels.to(gpu0));
   auto hg = zn::grad(loss, zn::argnums<0, 1>)(logits, w, labels);

@@ -150,7 +150,7 @@ TEST_CASE("matmul of device arrays runs as one strided batched GEMM", "[cuda][nv
   CHECK(host_blas::calls.empty());
 }
 
-TEST_CASE("softmax, concatenate and stack of device arrays", "[cuda][nvrtc][device]") {
+TEST_CASE("softmax, layer_norm, concatenate and stack of device arrays", "[cuda][nvrtc][device]") {
   emulated_gpu emulated;
   auto x = values<float>({6, 33}, -30, 30), y = values<float>({6, 4}, -1, 1);
   auto dx = x.to(gpu0), dy = y.to(gpu0);
@@ -161,6 +161,21 @@ TEST_CASE("softmax, concatenate and stack of device arrays", "[cuda][nvrtc][devi
               zn::array<float>(zn::log_softmax(x, 1) + 1.f), 1e-6);
   auto i = values<std::int32_t>({3, 8}, -5, 5);
   check_close(zn::array<float>(zn::softmax(i.to(gpu0))), zn::array<float>(zn::softmax(i)), 1e-6);
+  // layer_norm: two reductions (the mean, then the mean square deviation) and the normalization;
+  // slices with a large mean, along either axis, an expression input, scaled and shifted after.
+  auto far = values<float>({6, 33}, 1000, 1001), g = values<float>({33}, 0.5, 1.5);
+  // (Float's spacing at 1000 is 6e-5, a fifth of a thousandth of these slices' deviation; a
+  // one-pass variance would be off by more than the variance itself.)
+  check_close(zn::array<float>(zn::layer_norm(far.to(gpu0))), zn::array<float>(zn::layer_norm(far)),
+              2e-3);
+  std::size_t before = host_runner::launches.size();
+  check_close(zn::array<float>(zn::layer_norm(dx * 0.5f, 0, 1e-3) * g.to(gpu0) + 1.f),
+              zn::array<float>(zn::layer_norm(x * 0.5f, 0, 1e-3) * g + 1.f), 2e-5);
+  // The input, two reductions, the normalization, and the expression over it.
+  CHECK(host_runner::launches.size() - before == 5);
+  auto xd = values<double>({4, 9}, -2, 2);
+  check_close(zn::array<double>(zn::layer_norm(xd.to(gpu0))), zn::array<double>(zn::layer_norm(xd)),
+              1e-13);
   // Parts written into their slices, an expression part computed in the kernel that writes it.
   check_close(zn::array<float>(zn::concatenate(std::tuple(dx, dy * 2.f), 1)),
               zn::array<float>(zn::concatenate(std::tuple(x, y * 2.f), 1)), 0);

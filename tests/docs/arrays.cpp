@@ -307,8 +307,9 @@ void library_ops() {
   auto batch = zn::ones<float>({4, 2, 3});
   zn::array<float> bm = zn::matmul(batch, zn::transpose(a));  // batched: (4, 2, 2)
 
-  zn::array<float> p = zn::softmax(a, 1);            // each row sums to 1
-  zn::array<float> lp = zn::log_softmax(a * 100.f);  // last axis; stable for large inputs
+  zn::array<float> p = zn::softmax(a, 1);             // each row sums to 1
+  zn::array<float> lp = zn::log_softmax(a * 100.f);   // last axis; stable for large inputs
+  zn::array<float> ln = zn::layer_norm(a) * v + 1.f;  // rows: mean 0, variance 1; then scaled
 
   zn::array<float> cat = zn::concatenate({a, a}, 1);  // (2, 6)
   zn::array<float> st = zn::stack({v, v, v}, 0);      // (3, 3)

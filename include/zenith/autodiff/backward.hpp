@@ -6,9 +6,9 @@
 // pass when the sink evaluates it. Only reductions that really reduce, and barriers, evaluate.
 //
 // Every elementwise op takes its rule from its tag (expr/ops.hpp, partial<I>); reductions, views,
-// matmul, softmax and concatenate have theirs here. An expression type with no rule here fails
-// to compile with a message naming it: a derivative that cannot be taken is an error, never
-// zeros.
+// matmul, softmax, layer_norm and concatenate have theirs here. An expression type with no rule
+// here fails to compile with a message naming it: a derivative that cannot be taken is an error,
+// never zeros.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,11 +20,13 @@
 #include "../backend/cpu/concat.hpp"
 #include "../backend/cpu/conv.hpp"
 #include "../backend/cpu/evaluate.hpp"
+#include "../backend/cpu/layer_norm.hpp"
 #include "../backend/cpu/matmul.hpp"
 #include "../backend/cpu/softmax.hpp"
 #include "../expr/concat.hpp"
 #include "../expr/conv.hpp"
 #include "../expr/elementwise.hpp"
+#include "../expr/layer_norm.hpp"
 #include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"
@@ -323,6 +325,25 @@ struct reverse<softmax_node<Op, E>> {
       else
         backward(e.input(), zenith::detail::convert<value_t<E>>(y * (g - sum(g * y, e.axis, true))),
                  sink);
+    }
+  }
+};
+
+// layer_norm along an axis, from the forward output y: dx = rstd * (ct - mean(ct) - y * mean(ct *
+// y)) (expr/layer_norm.hpp).
+template <class E>
+struct reverse<layer_norm_node<E>> {
+  using T = value_t<layer_norm_node<E>>;
+  template <class G, class Sink>
+  static void run(layer_norm_node<E> const& e, G const& ct, Sink& sink,
+                  array<T> const* value = nullptr) {
+    if constexpr (detail::differentiable_v<E>) {
+      array<T> y =
+          value ? *value : zenith::detail::evaluate_unrecorded<T>(e, ops::layer_norm::name);
+      auto g = share(zenith::detail::convert<T>(ct));
+      backward(e.input(),
+               zenith::detail::convert<value_t<E>>(zenith::detail::normalization_adjoint(e, y, g)),
+               sink);
     }
   }
 };

@@ -244,6 +244,19 @@ struct forward<softmax_node<Op, E>> {
   }
 };
 
+// layer_norm: dy = rstd * (t - mean(t) - y * mean(t * y)), from the forward y: the same map as
+// its reverse rule (expr/layer_norm.hpp).
+template <class E>
+struct forward<layer_norm_node<E>> {
+  using T = value_t<layer_norm_node<E>>;
+  static auto run(layer_norm_node<E> const& e, tangents const& ts,
+                  array<T> const* value = nullptr) {
+    array<T> y = value ? *value : zenith::detail::evaluate_unrecorded<T>(e, ops::layer_norm::name);
+    auto t = share(zenith::detail::convert<T>(tangent_of(e.input(), ts)));
+    return zenith::detail::normalization_adjoint(e, y, t);
+  }
+};
+
 // concatenate / stack: the parts' tangents, concatenated the same way.
 template <class Op, class E>
 struct forward<concat_node<Op, std::vector<E>>> {

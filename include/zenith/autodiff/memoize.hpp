@@ -1,13 +1,13 @@
 #pragma once
 // memoize<Level>(e): the same expression with every barrier (reduction, matmul, softmax,
-// concatenate) evaluated once and held as memo_node. Under a trace (a nested transform's outer
-// level), a barrier that reads traced arrays is recorded there like any materialization, so that
-// the rules that read its value stay differentiable; Level is the expression's derivative level
-// (backend/cpu/evaluate.hpp). The reverse pass reads a node's value in its rules
-// (tanh's derivative is 1 - y * y, with y the node itself; softmax's reads its output); without
-// this, each such read would evaluate the barriers below it again, a GEMM per read. The rebuilt
-// expression keeps every node type's structure, so the reverse rules still see the barrier and its
-// children.
+// layer_norm, concatenate) evaluated once and held as memo_node. Under a trace (a nested
+// transform's outer level), a barrier that reads traced arrays is recorded there like any
+// materialization, so that the rules that read its value stay differentiable; Level is the
+// expression's derivative level (backend/cpu/evaluate.hpp). The reverse pass reads a node's value
+// in its rules (tanh's derivative is 1 - y * y, with y the node itself; softmax's reads its
+// output); without this, each such read would evaluate the barriers below it again, a GEMM per
+// read. The rebuilt expression keeps every node type's structure, so the reverse rules still see
+// the barrier and its children.
 //
 // Below the root, an elementwise node whose op is costly (exp, log, sin, ...; float or double) and
 // whose value a rule reads is kept too, as a reuse_node (autodiff/reuse.hpp): the value and the
@@ -22,9 +22,11 @@
 #include "../backend/cpu/concat.hpp"
 #include "../backend/cpu/conv.hpp"
 #include "../backend/cpu/evaluate.hpp"
+#include "../backend/cpu/layer_norm.hpp"
 #include "../backend/cpu/softmax.hpp"
 #include "../expr/concat.hpp"
 #include "../expr/conv.hpp"
+#include "../expr/layer_norm.hpp"
 #include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"
@@ -185,6 +187,10 @@ template <class Op, class E>
 struct memoized<softmax_node<Op, E>> {
   using type = memo_node<softmax_node<Op, memoized_child_t<softmax_node<Op, E>, E>>>;
 };
+template <class E>
+struct memoized<layer_norm_node<E>> {
+  using type = memo_node<layer_norm_node<memoized_child_t<layer_norm_node<E>, E>>>;
+};
 template <class Op, class E>
 struct memoized<concat_node<Op, std::vector<E>>> {
   using type =
@@ -331,6 +337,15 @@ struct memoizer<softmax_node<Op, E>> {
   static memoized_t<P> run(P const& e) {
     return memo<Level>(
         softmax_node<Op, memoized_child_t<P, E>>(memoize_child<P, Level>(e.input()), int(e.axis)));
+  }
+};
+template <class E>
+struct memoizer<layer_norm_node<E>> {
+  using P = layer_norm_node<E>;
+  template <int Level>
+  static memoized_t<P> run(P const& e) {
+    return memo<Level>(layer_norm_node<memoized_child_t<P, E>>(memoize_child<P, Level>(e.input()),
+                                                               int(e.axis), e.eps));
   }
 };
 template <class Op, class E>

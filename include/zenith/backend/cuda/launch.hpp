@@ -9,9 +9,9 @@
 // What runs on a device: elementwise expressions (arrays, numbers, elementwise ops and views) as
 // one kernel, reductions along axes of them (reduce_kernel.hpp: the expression fused in), and
 // anything lower.hpp can reduce to those by computing its barriers first: reductions inside
-// larger expressions, reshapes, and the autodiff layer's nodes, so that a gradient's forward and
-// backward passes run there too. Anything else over device arrays (a matmul, a softmax, so far)
-// is a device_error that names it.
+// larger expressions, reshapes, the library ops (matmul, conv2d, softmax, layer_norm,
+// concatenate) and the autodiff layer's nodes, so that a gradient's forward and backward passes
+// run there too. Anything else over device arrays is a device_error that names it.
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -32,6 +32,7 @@
 #include "gemm.hpp"
 #include "kernel_args.hpp"
 #include "kernel_source.hpp"
+#include "layer_norm.hpp"
 #include "lower.hpp"
 #include "reduce_kernel.hpp"
 #include "softmax.hpp"

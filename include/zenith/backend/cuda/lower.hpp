@@ -8,8 +8,8 @@
 //
 // Each node type says how it lowers with a specialization of lowering<E> (a static
 // lower(device, e)); the autodiff layer's own nodes say so next to their definitions. A node with
-// none (a matmul, a softmax, so far) has no device implementation: evaluating it on a device is
-// a device_error that names it, never host code reading device memory.
+// none has no device implementation: evaluating it on a device is a device_error that names it,
+// never host code reading device memory.
 #include <array>
 #include <cstdint>
 #include <string_view>
