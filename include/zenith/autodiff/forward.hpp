@@ -53,18 +53,27 @@ struct forward {
 };
 
 namespace detail {
-// A zero tangent shaped like e, as a stride-0 view of one zero.
+// A zero tangent shaped like e, as a stride-0 view of one zero held in an array on e's device:
+// an array leaf's tangent, which is either its tangent array or this, one type.
 template <class E>
 auto zero_tangent(E const& e) {
   using T = value_t<E>;
   return broadcast_to(zeros<T>(zenith::shape{}, zenith::detail::device_of(e)), e.shape());
+}
+// A zero tangent shaped like e, as a stride-0 view of the number zero: for any other node whose
+// tangent is zero. It fits an expression on any device (a node of numbers alone, a seed, has no
+// array to take a device from) and allocates nothing.
+template <class E>
+auto constant_zero_tangent(E const& e) {
+  using T = value_t<E>;
+  return broadcast_to(scalar_node<T>(T(0)), e.shape());
 }
 }  // namespace detail
 
 template <class E>
 auto tangent_of(E const& e, tangents const& ts) {
   if constexpr (E::fixed || !detail::differentiable_v<E>)
-    return detail::zero_tangent(e);  // tensors, scalars, integers: constants here
+    return detail::constant_zero_tangent(e);  // tensors, scalars, integers: constants here
   else
     return forward<E>::run(e, ts);
 }
@@ -99,14 +108,14 @@ struct forward<map_node<Op, Cs...>> {
   template <class Y>
   static auto run_as(Y const& y, E const& e, tangents const& ts) {
     if constexpr (requires { Op::piecewise_constant; }) {
-      return detail::zero_tangent(e);
+      return detail::constant_zero_tangent(e);
     } else {
       auto terms = [&]<std::size_t... I>(std::index_sequence<I...>) {
         return std::tuple_cat(term<I>(y, e, ts)...);
       }
       (std::index_sequence_for<Cs...>{});
       if constexpr (std::tuple_size_v<decltype(terms)> == 0)
-        return detail::zero_tangent(e);
+        return detail::constant_zero_tangent(e);
       else
         return std::apply(
             [&](auto const&... t) {
