@@ -7,53 +7,27 @@
 #include <vector>
 #include <zenith/zenith.hpp>
 
+#include "along_axis_reference.hpp"
+
 namespace zn = zenith;
 
 namespace {
 
-template <class T>
-zn::array<T> random_array(zn::shape s, unsigned seed, float lo = -3.f, float hi = 3.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<T> v(s.numel());
-  for (auto& x : v) x = T(d(rng));
-  return zn::array<T>(s, v);
-}
+using namespace along_axis;
 
 // (x - mean) / sqrt(var + eps) along axis of row-major data, in double, the textbook way.
 std::vector<double> ref_layer_norm(std::vector<double> const& x, zn::shape const& s,
                                    std::size_t axis, double eps) {
-  std::size_t outer = 1, n = s[axis], inner = 1;
-  for (std::size_t i = 0; i < axis; ++i) outer *= s[i];
-  for (std::size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
   std::vector<double> y(x.size());
-  for (std::size_t o = 0; o < outer; ++o)
-    for (std::size_t j = 0; j < inner; ++j) {
-      auto at = [&](std::size_t i) { return o * n * inner + i * inner + j; };
-      double mu = 0, var = 0;
-      for (std::size_t i = 0; i < n; ++i) mu += x[at(i)];
-      mu /= double(n);
-      for (std::size_t i = 0; i < n; ++i) var += (x[at(i)] - mu) * (x[at(i)] - mu);
-      var /= double(n);
-      for (std::size_t i = 0; i < n; ++i) y[at(i)] = (x[at(i)] - mu) / std::sqrt(var + eps);
-    }
+  for_each_slice(s, axis, [&](std::size_t n, auto at) {
+    double mu = 0, var = 0;
+    for (std::size_t i = 0; i < n; ++i) mu += x[at(i)];
+    mu /= double(n);
+    for (std::size_t i = 0; i < n; ++i) var += (x[at(i)] - mu) * (x[at(i)] - mu);
+    var /= double(n);
+    for (std::size_t i = 0; i < n; ++i) y[at(i)] = (x[at(i)] - mu) / std::sqrt(var + eps);
+  });
   return y;
-}
-
-template <class T>
-std::vector<double> values(zn::array<T> const& a) {
-  std::vector<double> v(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) v[i] = double(a.data()[i]);
-  return v;
-}
-
-template <class T>
-void check_against_ref(zn::array<T> const& got, std::vector<double> const& want, double tol) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    INFO("element " << i);
-    REQUIRE(double(got.data()[i]) == Approx(want[i]).epsilon(tol).margin(tol));
-  }
 }
 
 template <class T>

@@ -22,12 +22,7 @@ struct lowering<layer_norm_node<E>> {
   static auto lower(device d, layer_norm_node<E> const& e) {
     using R = value_t<layer_norm_node<E>>;
     using C = compute_t<R>;
-    auto in = cuda_backend::lower(d, e.input());
-    array<R> x;
-    if constexpr (std::is_same_v<decltype(in), array<R>>)
-      x = std::move(in);
-    else
-      x = run_on_device<R>(d, in);
+    array<R> x = lowered_array<R>(d, e.input());
     if (x.size() == 0) return x;
     std::uint32_t along = std::uint32_t(1) << e.axis;
     auto xc = zenith::detail::convert<C>(x);

@@ -54,6 +54,17 @@ template <element T, expression E>
 void run_into_on_device(device d, T* out, std::array<std::int64_t, max_rank> const& stride,
                         zenith::shape const& s, E const& e);
 
+// e lowered and computed into an array of T on d, unless its lowering already is one (an array
+// read as it is): what a node that reads its operand as a contiguous array starts from.
+template <element T, class E>
+array<T> lowered_array(device d, E const& e) {
+  auto l = cuda_backend::lower(d, e);
+  if constexpr (std::is_same_v<decltype(l), array<T>>)
+    return l;
+  else
+    return run_on_device<T>(d, l);
+}
+
 // e computed on d, summed over axes (kept as 1) and viewed as shape s: what the reverse pass's
 // sums to a broadcast shape (sum_to_node, fold_to_node) lower to.
 template <element T, expression E>
@@ -99,12 +110,7 @@ requires lowerable<C>
 struct lowering<reshape_node<C>> {
   static auto lower(device d, reshape_node<C> const& e) {
     using T = value_t<C>;
-    auto l = cuda_backend::lower(d, e.child);
-    array<T> a;
-    if constexpr (std::is_same_v<decltype(l), array<T>>)
-      a = std::move(l);
-    else
-      a = run_on_device<T>(d, l);
+    array<T> a = lowered_array<T>(d, e.child);
     return array<T>::from_buffer(a.storage(), a.data(), e.shape());
   }
 };

@@ -21,12 +21,7 @@ requires lowerable<E>
 struct lowering<softmax_node<Op, E>> {
   static auto lower(device d, softmax_node<Op, E> const& e) {
     using R = value_t<softmax_node<Op, E>>;
-    auto in = cuda_backend::lower(d, e.input());
-    array<R> x;
-    if constexpr (std::is_same_v<decltype(in), array<R>>)
-      x = std::move(in);
-    else
-      x = run_on_device<R>(d, in);
+    array<R> x = lowered_array<R>(d, e.input());
     if (x.size() == 0) return x;
     std::uint32_t along = std::uint32_t(1) << e.axis;
     array<R> m = run_on_device<R>(d, reduce_node<ops::reduce_max, array<R>>(x, along, true));
