@@ -329,8 +329,8 @@ struct reverse<softmax_node<Op, E>> {
   }
 };
 
-// layer_norm along an axis, from the forward output y: dx = rstd * (ct - mean(ct) - y * mean(ct *
-// y)) (expr/layer_norm.hpp).
+// layer_norm along an axis, from the forward output y (expr/layer_norm.hpp):
+//   dx = rstd * (ct - mean(ct) - y * mean(ct * y))
 template <class E>
 struct reverse<layer_norm_node<E>> {
   using T = value_t<layer_norm_node<E>>;
