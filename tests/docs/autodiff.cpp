@@ -172,6 +172,24 @@ void reverse_fixed() {
   for (std::size_t i = 0; i < 3; ++i) CHECK(std::abs(g(i) - gf(i)) < 1e-15 && gg(i) == g(i));
 }
 
+void staged_fixed() {
+  // [doc:ad-staged]
+  // Whole-tensor ops only: under jit the arguments are staged, not numbers.
+  auto log_density = [](auto const& x, auto const& mu) {
+    return -0.5 * zn::sum(zn::square(x - mu)) - 0.5 * std::log(2 * M_PI) * 4;
+  };
+  auto vg = zn::jit(zn::value_and_grad(log_density, zn::argnums<0, 1>));
+  zn::tensor<double, 4> x{0.5, -1.0, 2.0, 0.25};
+  zn::tensor<double> mu(0.5);
+  auto [value, grads] = vg(x, mu);  // the gradient generated from the expression type
+  auto [gx, gmu] = grads;           // gx = mu - x, gmu = sum(x - mu)
+  // [/doc:ad-staged]
+  for (std::size_t i = 0; i < 4; ++i) CHECK(gx(i) == 0.5 - x(i));
+  CHECK(std::abs(double(gmu) - (1.75 - 2.0)) < 1e-15);
+  auto [v2, g2] = zn::value_and_grad(log_density, zn::argnums<0, 1>)(x, mu);  // unstaged
+  CHECK(std::abs(double(value) - double(v2)) < 1e-15 && std::get<0>(g2)(2) == gx(2));
+}
+
 void jit_replay() {
   // [doc:ad-jit]
   auto loss = [](auto const& w, auto const& x, auto const& y) {
@@ -200,6 +218,7 @@ int main() {
   pullback();
   fixed_jacobian();
   reverse_fixed();
+  staged_fixed();
   stop_gradient();
   errors();
   jit_replay();

@@ -20,4 +20,20 @@ concept fixed_expression = expression<E> && std::remove_cvref_t<E>::fixed;
 template <class E>
 using value_t = typename std::remove_cvref_t<E>::value_type;
 
+namespace detail {
+// Whether a node is staged: built by a jit-staged tensor function over its arguments
+// (expr/staged.hpp). Nodes that can hold staged children say so in a `staged` member.
+template <class E>
+constexpr bool staged_node() {
+  if constexpr (requires { std::remove_cvref_t<E>::staged; })
+    return std::remove_cvref_t<E>::staged;
+  else
+    return false;
+}
+}  // namespace detail
+
+// A fixed-size expression over the staged arguments of a jit-staged tensor function.
+template <class E>
+concept staged_expression = fixed_expression<E> && detail::staged_node<E>();
+
 }  // namespace zenith

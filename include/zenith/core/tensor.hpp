@@ -112,6 +112,12 @@ ZENITH_FIXED_INLINE constexpr std::uint8_t initial_flags(U const& v) {
     return 0;
 }
 
+// The tag of tensor's constructor that leaves the elements unset.
+struct uninitialized_t {
+  explicit uninitialized_t() = default;
+};
+inline constexpr uninitialized_t uninitialized{};
+
 template <class T>
 struct is_tensor : std::false_type {};
 template <class T, std::size_t... N>
@@ -141,6 +147,9 @@ class tensor : public expr_base {
 
   // Zeros (value-initialised elements): constants.
   constexpr tensor() : data_{} { constants_.set_all(detail::constant_flag | detail::zero_flag); }
+  // Elements left unset, for code that writes every one of them next (a staged gradient,
+  // autodiff/staged_reverse.hpp): not zeroing a large tensor is a pass over its memory saved.
+  explicit tensor(detail::uninitialized_t) {}
 
   // Row-major values, one per element: tensor<double, 2, 2> m{1, 2, 3, 4}.
   template <class... U>

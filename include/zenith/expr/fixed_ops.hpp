@@ -25,6 +25,7 @@
 #include "elementwise.hpp"
 #include "fixed_shape.hpp"
 #include "ops.hpp"
+#include "staged.hpp"
 
 namespace zenith {
 
@@ -248,9 +249,14 @@ ZENITH_FIXED_INLINE auto fixed_reduce_api(E const& e) {
         !std::is_same_v<Kind, fixed_max_kind> && !std::is_same_v<Kind, fixed_min_kind>;
     static_assert(plan::out_size == 0 || plan::group > 0 || has_identity,
                   "zenith: max/min over an empty axis of a fixed-size tensor");
-    typename plan::template result<R> out;
-    fixed_reduce<typename Kind::op, Kind::mean, plan>(out.data(), e);
-    return out;
+    using Out = typename plan::template result<R>;
+    if constexpr (staged_expression<E>) {  // under jit: a node of the staged graph
+      return staged_reduce<Kind, plan, typename Out::static_shape, R, E>(e);
+    } else {
+      Out out;
+      fixed_reduce<typename Kind::op, Kind::mean, plan>(out.data(), e);
+      return out;
+    }
   } else {
     return failed_fixed_op{};  // the static_assert above says why
   }
@@ -271,9 +277,14 @@ ZENITH_FIXED_INLINE auto fixed_transpose_impl(E const& e) {
                 "zenith: transpose<P...> needs a permutation of the tensor's axes");
   if constexpr (fixed_perm<S::rank, P...>::valid) {
     using plan = transpose_plan<S, fixed_axes<S::rank, P...>::norm(P)...>;
-    typename plan::template result<value_t<E>> out;
-    fixed_permute<plan>(out.data(), e);
-    return out;
+    using Out = typename plan::template result<value_t<E>>;
+    if constexpr (staged_expression<E>) {
+      return staged_gather<permuted_order<plan>, typename Out::static_shape, E>(e);
+    } else {
+      Out out;
+      fixed_permute<plan>(out.data(), e);
+      return out;
+    }
   } else {
     return failed_fixed_op{};  // the static_assert above says why
   }
@@ -284,9 +295,14 @@ ZENITH_FIXED_INLINE auto fixed_reverse_impl(E const& e) {
   using S = shape_of_t<E>;
   return [&]<std::size_t... K>(std::index_sequence<K...>) ZENITH_FIXED_LAMBDA {
     using plan = transpose_plan<S, (S::rank - 1 - K)...>;
-    typename plan::template result<value_t<E>> out;
-    fixed_permute<plan>(out.data(), e);
-    return out;
+    using Out = typename plan::template result<value_t<E>>;
+    if constexpr (staged_expression<E>) {
+      return staged_gather<permuted_order<plan>, typename Out::static_shape, E>(e);
+    } else {
+      Out out;
+      fixed_permute<plan>(out.data(), e);
+      return out;
+    }
   }
   (std::make_index_sequence<S::rank>{});
 }
@@ -298,9 +314,14 @@ ZENITH_FIXED_INLINE auto fixed_matmul_impl(A const& a, B const& b) {
   static_assert(!sh::ranks_ok || sh::inner_ok, "zenith: matmul inner dimensions differ");
   if constexpr (sh::ranks_ok && sh::inner_ok) {
     using R = fixed_common_t<value_t<A>, value_t<B>>;
-    typename sh::template result<R> out;
-    fixed_matmul<sh::m, sh::k, sh::n>(out, fixed_materialize(a), fixed_materialize(b));
-    return out;
+    using Out = typename sh::template result<R>;
+    if constexpr (staged_expression<A> || staged_expression<B>) {
+      return staged_matmul<sh, typename Out::static_shape, R, A, B>(a, b);
+    } else {
+      Out out;
+      fixed_matmul<sh::m, sh::k, sh::n>(out, fixed_materialize(a), fixed_materialize(b));
+      return out;
+    }
   } else {
     return failed_fixed_op{};  // the static_assert above says why
   }
@@ -324,13 +345,20 @@ ZENITH_FIXED_INLINE auto fixed_cross_impl(A const& a, B const& b) {
                     std::is_same_v<shape_of_t<B>, fixed_shape<3>>,
                 "zenith: cross takes two tensors of shape (3,)");
   using R = fixed_common_t<value_t<A>, value_t<B>>;
-  decltype(auto) x = fixed_materialize(a);
-  decltype(auto) y = fixed_materialize(b);
-  if constexpr (user_number<R>) {  // a plain operand stays plain: it scales
+  if constexpr (staged_expression<A> || staged_expression<B>) {
+    // x[[1, 2, 0]] * y[[2, 0, 1]] - x[[2, 0, 1]] * y[[1, 2, 0]], as staged gathers
+    using S = fixed_shape<3>;
+    return staged_gather<rotated_order<1>, S, A>(a) * staged_gather<rotated_order<2>, S, B>(b) -
+           staged_gather<rotated_order<2>, S, A>(a) * staged_gather<rotated_order<1>, S, B>(b);
+  } else if constexpr (user_number<R>) {
+    decltype(auto) x = fixed_materialize(a);
+    decltype(auto) y = fixed_materialize(b);  // a plain operand stays plain: it scales
     auto const x0 = x.at(0), x1 = x.at(1), x2 = x.at(2);
     auto const y0 = y.at(0), y1 = y.at(1), y2 = y.at(2);
     return tensor<R, 3>(R(x1 * y2 - x2 * y1), R(x2 * y0 - x0 * y2), R(x0 * y1 - x1 * y0));
   } else {
+    decltype(auto) x = fixed_materialize(a);
+    decltype(auto) y = fixed_materialize(b);
     using C = compute_t<R>;
     C const x0 = C(x.at(0)), x1 = C(x.at(1)), x2 = C(x.at(2));
     C const y0 = C(y.at(0)), y1 = C(y.at(1)), y2 = C(y.at(2));
@@ -343,11 +371,15 @@ ZENITH_FIXED_INLINE auto fixed_norm_impl(E const& e) {
   using R = fixed_float_t<value_t<E>>;
   using C = compute_t<R>;
   constexpr std::size_t n = shape_of_t<E>::size;
-  tensor<R, n> v;  // the elements as one vector
-  fixed_assign<R, n>(v.data(), e);
-  C ss = C(R(fixed_matmul_impl(v, v)));
-  using std::sqrt;
-  return tensor<R>(R(sqrt(ss)));
+  if constexpr (staged_expression<E>) {
+    return sqrt(fixed_reduce_api<fixed_sum_kind>(square(e)));
+  } else {
+    tensor<R, n> v;  // the elements as one vector
+    fixed_assign<R, n>(v.data(), e);
+    C ss = C(R(fixed_matmul_impl(v, v)));
+    using std::sqrt;
+    return tensor<R>(R(sqrt(ss)));
+  }
 }
 
 }  // namespace detail
@@ -391,7 +423,9 @@ requires(sizeof...(M) >= 1) ZENITH_FIXED_INLINE auto reshape(E const& e) {
   using S = detail::shape_of_t<E>;
   static_assert((M * ... * std::size_t(1)) == S::size,
                 "zenith: reshape<...> must keep the number of elements");
-  if constexpr ((M * ... * std::size_t(1)) == S::size) {
+  if constexpr ((M * ... * std::size_t(1)) == S::size && staged_expression<E>) {
+    return staged_gather<detail::same_order, fixed_shape<M...>, E>(e);
+  } else if constexpr ((M * ... * std::size_t(1)) == S::size) {
     tensor<value_t<E>, M...> out;
     if constexpr (is_tensor_v<E>)
       out.values() = e.values();

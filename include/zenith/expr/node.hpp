@@ -47,6 +47,7 @@ template <class Op, class... Cs>
 struct map_node : expr_base {
   using value_type = op_result_t<Op, value_t<Cs>...>;
   static constexpr bool fixed = (Cs::fixed && ...);
+  static constexpr bool staged = (detail::staged_node<Cs>() || ...);  // expr/staged.hpp
   using op_type = Op;
 
   std::tuple<Cs...> children;

@@ -34,6 +34,8 @@
 #include "../autodiff/tape.hpp"
 #include "../core/trace.hpp"
 #include "../core/tree.hpp"
+#include "../expr/fixed_ops.hpp"  // tensor_of_t, shape_of_t
+#include "../expr/staged.hpp"
 
 namespace zenith {
 
@@ -315,10 +317,32 @@ struct custom_vjp_fn {
 
   template <class... Args>
   auto operator()(Args const&... args) const {
-    return call(stored_arg(args)...);
+    if constexpr ((staged_expression<Args> || ...))
+      return staged(args...);
+    else if constexpr ((fixed_expression<Args> || ...))
+      return (*f)(args...);  // tensors: f as it is (their gradients are staged or rvars)
+    else
+      return call(stored_arg(args)...);
   }
 
  private:
+  // In a staged tensor function (jit of grad on tensors): a node of the staged expression that
+  // calls fwd and bwd when the gradient is evaluated (autodiff/staged_reverse.hpp).
+  template <class... Args>
+  auto staged(Args const&... args) const {
+    static_assert((fixed_expression<Args> && ...),
+                  "zenith::custom_vjp: in a staged tensor function every argument of a custom "
+                  "rule must be a tensor or a tensor expression");
+    using R = std::remove_cvref_t<
+        std::invoke_result_t<Fwd const&, tensor_of_t<value_t<Args>, shape_of_t<Args>> const&...>>;
+    using O = std::remove_cvref_t<decltype(std::get<0>(std::declval<R const&>()))>;
+    static_assert(fixed_expression<O>,
+                  "zenith::custom_vjp: on tensors, fwd must return std::pair{output tensor, "
+                  "residuals}");
+    using Out = tensor_of_t<value_t<O>, shape_of_t<O>>;
+    return staged_custom<Fwd, Bwd, Out, Args...>(fwd.get(), bwd.get(), args...);
+  }
+
   template <class... A>
   auto call(A const&... args) const {
     using Out = std::remove_cvref_t<std::invoke_result_t<F const&, A const&...>>;

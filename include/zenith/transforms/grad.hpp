@@ -191,6 +191,7 @@ struct tensor_grad_tag {};
 
 template <class F, std::size_t... I>
 struct value_and_grad_fn {
+  using argnums_type = argnums_t<I...>;
   F f;
 
   template <class... Args>
@@ -297,10 +298,33 @@ auto vjp(F f, Args const&... args) {
   return std::pair{value, pullback};
 }
 
+namespace detail {
+// The callable grad returns: value_and_grad's, keeping the gradients.
+template <class F, std::size_t... I>
+struct grad_fn {
+  using argnums_type = argnums_t<I...>;
+  value_and_grad_fn<F, I...> vg;
+  template <class... Args>
+  auto operator()(Args const&... args) const {
+    return vg(args...).second;
+  }
+};
+
+// What jit looks for to stage a gradient of tensors (transforms/staged_grad.hpp).
+template <class G>
+inline constexpr bool is_value_and_grad_fn_v = false;
+template <class F, std::size_t... I>
+inline constexpr bool is_value_and_grad_fn_v<value_and_grad_fn<F, I...>> = true;
+template <class G>
+inline constexpr bool is_grad_fn_v = false;
+template <class F, std::size_t... I>
+inline constexpr bool is_grad_fn_v<grad_fn<F, I...>> = true;
+}  // namespace detail
+
 // grad(f[, argnums<i...>])(args...): the gradients alone.
 template <class F, std::size_t... I>
-auto grad(F f, argnums_t<I...> n) {
-  return [vg = value_and_grad(std::move(f), n)](auto const&... args) { return vg(args...).second; };
+auto grad(F f, argnums_t<I...>) {
+  return detail::grad_fn<F, I...>{{std::move(f)}};
 }
 template <class F>
 auto grad(F f) {

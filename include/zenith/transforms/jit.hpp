@@ -21,9 +21,13 @@
 // values; Jacobians of array functions, written element by element; integer matmul) makes
 // the recording unreplayable, and f is then simply called on every call with those shapes.
 //
-// The result is a tree of arrays (an expression is evaluated into one). A replay writes into
-// the recording's output buffers while the caller no longer holds the previous result (the
-// usual loop: results read, then dropped); otherwise it writes into fresh ones, so a result
+// The result is a tree of arrays (an expression is evaluated into one).
+//
+// On zenith::tensor arguments there is nothing to record: jit of grad or value_and_grad stages
+// the function instead and generates its gradient from the expression type it builds
+// (transforms/staged_grad.hpp), and jit of any other tensor function is that function. A replay
+// writes into the recording's output buffers while the caller no longer holds the previous result
+// (the usual loop: results read, then dropped); otherwise it writes into fresh ones, so a result
 // the caller keeps is never overwritten. Inside another transform (grad of a jit function) or
 // while another thread runs the same jit function, f is called directly.
 #include <algorithm>
@@ -41,6 +45,7 @@
 #include "../core/small_vector.hpp"
 #include "../core/trace.hpp"
 #include "../core/tree.hpp"
+#include "staged_grad.hpp"
 
 namespace zenith {
 
@@ -271,6 +276,11 @@ struct jit_fn {
     std::size_t n = 0;
     for (auto const& p : cache->plans) n += p->replayable;
     return n;
+  }
+
+  template <class... Args>
+  requires(is_tensor_v<Args> || ...) auto operator()(Args const&... args) const {
+    return staged_call(f, args...);  // a call on tensors: staged (transforms/staged_grad.hpp)
   }
 
   template <class... Args>

@@ -93,23 +93,44 @@ constexpr std::size_t fold_lanes() {
   }
 }
 
-// Folds the G values at x (contiguous) with W-lane vectors: chunk by chunk into one vector,
-// then its lanes and the tail pairwise. (The compiler's SLP pass does not find this by itself:
-// a reduction to one scalar has no adjacent stores to start from.)
-template <class Op, std::size_t G, std::size_t W, class C>
-ZENITH_FIXED_INLINE C fold_vector(C const* x) {
+// Folds the G values elem(0 .. G) with W-lane vectors: chunk by chunk into Acc vectors (chunk c
+// into accumulator c % Acc: independent chains, so a long fold is not bound by the latency of
+// one add), those pairwise into one, then its lanes and the tail pairwise. A chunk's W values
+// are computed into a small buffer, so an expression's elementwise part vectorizes chunk by
+// chunk and nothing of size G is written. (The compiler's SLP pass does not find this by
+// itself: a reduction to one scalar has no adjacent stores to start from.)
+template <class Op, std::size_t G, std::size_t W, class C, class Elem>
+ZENITH_FIXED_INLINE C fold_vector(Elem const& elem) {
   typedef C vec __attribute__((vector_size(W * sizeof(C))));
-  vec acc;
-  std::memcpy(&acc, x, sizeof(vec));
-  static_for<G / W - 1>([&](auto c) ZENITH_FIXED_LAMBDA {
+  constexpr std::size_t chunks = G / W;
+  constexpr std::size_t Acc = chunks >= 16 ? 4 : chunks >= 8 ? 2 : 1;
+  auto load = [&](std::size_t c) ZENITH_FIXED_LAMBDA {
+    C buf[W];
+    static_for<W>([&](auto l) ZENITH_FIXED_LAMBDA { buf[l] = C(elem(c * W + l)); });
     vec t;
-    std::memcpy(&t, x + (c + 1) * W, sizeof(vec));
-    acc = Op::apply(acc, t);
-  });
+    std::memcpy(&t, buf, sizeof(vec));
+    return t;
+  };
+  vec acc[Acc];  // not std::array: a template argument drops the vector attribute
+  static_for<Acc>([&](auto a) ZENITH_FIXED_LAMBDA { acc[a] = load(a); });
+  constexpr std::size_t rounds = chunks / Acc;
+  auto step = [&](std::size_t c, std::size_t a)
+                  ZENITH_FIXED_LAMBDA { acc[a] = Op::apply(acc[a], load(c)); };
+  if constexpr (rounds * Acc <= fixed_unroll_limit) {
+    static_for<rounds - 1>([&](auto r) ZENITH_FIXED_LAMBDA {
+      static_for<Acc>([&](auto a) ZENITH_FIXED_LAMBDA { step((r + 1) * Acc + a, a); });
+    });
+  } else {
+    for (std::size_t r = 1; r < rounds; ++r)
+      static_for<Acc>([&](auto a) ZENITH_FIXED_LAMBDA { step(r * Acc + a, a); });
+  }
+  static_for<chunks - rounds * Acc>(
+      [&](auto c) ZENITH_FIXED_LAMBDA { step(rounds * Acc + c, c); });  // chunks left over
+  fold_halves<Op, Acc>(acc);
   constexpr std::size_t tail = G % W;
   std::array<C, W + tail> v;
-  static_for<W>([&](auto l) ZENITH_FIXED_LAMBDA { v[l] = acc[std::size_t(l)]; });
-  static_for<tail>([&](auto r) ZENITH_FIXED_LAMBDA { v[W + r] = x[G - tail + r]; });
+  static_for<W>([&](auto l) ZENITH_FIXED_LAMBDA { v[l] = acc[0][std::size_t(l)]; });
+  static_for<tail>([&](auto r) ZENITH_FIXED_LAMBDA { v[W + r] = C(elem(G - tail + r)); });
   fold_halves<Op, W + tail>(v);
   return v[0];
 }
@@ -128,22 +149,20 @@ ZENITH_FIXED_INLINE void fixed_reduce(R* out, E const& e) {
     for (std::size_t o = 0; o < n_out; ++o) out[o] = static_cast<R>(v);
   } else if constexpr (Plan::contiguous && fold_lanes<Op, C, group>() > 1) {
     constexpr std::size_t lanes = fold_lanes<Op, C, group>();
-    auto run = [&](C const* x) ZENITH_FIXED_LAMBDA {
-      static_for<n_out>([&](auto o) ZENITH_FIXED_LAMBDA {
-        C r = fold_vector<Op, group, lanes>(x + o * group);
-        if constexpr (Mean)
-          out[o] = static_cast<R>(r / C(double(group)));
-        else
-          out[o] = static_cast<R>(r);
-      });
-    };
-    if constexpr (is_tensor_v<E> && std::is_same_v<value_t<E>, C>) {
-      run(e.data());
-    } else {  // evaluate the elements first (unrolled, so the elementwise part vectorizes)
-      std::array<C, Plan::in_size> x;
-      fixed_assign<C, Plan::in_size>(x.data(), e);
-      run(x.data());
-    }
+    static_for<n_out>([&](auto o) ZENITH_FIXED_LAMBDA {
+      std::size_t const base = o * group;
+      C r;
+      if constexpr (is_tensor_v<E> && std::is_same_v<value_t<E>, C>)
+        r = fold_vector<Op, group, lanes, C>([x = e.data() + base](std::size_t k)
+                                                 ZENITH_FIXED_LAMBDA { return x[k]; });
+      else
+        r = fold_vector<Op, group, lanes, C>([&](std::size_t k)
+                                                 ZENITH_FIXED_LAMBDA { return e.at(base + k); });
+      if constexpr (Mean)
+        out[o] = static_cast<R>(r / C(double(group)));
+      else
+        out[o] = static_cast<R>(r);
+    });
   } else {
     static_for<n_out>([&](auto o) ZENITH_FIXED_LAMBDA {
       std::array<C, group> v;

@@ -1,0 +1,135 @@
+#pragma once
+// Staged fixed-size expressions: what a tensor function builds when zn::jit stages it for a
+// gradient (transforms/staged_grad.hpp).
+//
+//   auto vg = zn::jit(zn::value_and_grad([](auto const& x) { return zn::log(zn::sum(zn::exp(x)));
+//   })); auto [value, g] = vg(zn::tensor<double, 16>{...});
+//
+// Under jit, the function's differentiated tensor arguments arrive as staged_tensor leaves: they
+// refer to the argument's values and to the gradient being accumulated. Elementwise math on them
+// builds the usual lazy map_node; the whole-tensor ops that are eager on tensors (sum, mean, prod,
+// max, min, matmul, dot, transpose, reshape, norm; expr/fixed_ops.hpp) build the lazy nodes below
+// instead. The function so returns its whole computation as one expression type, which
+// autodiff/staged_reverse.hpp evaluates and differentiates with every loop at compile-time
+// bounds: no tape, no heap, no per-element bookkeeping.
+//
+// A staged expression cannot be read element by element or evaluated into a tensor inside the
+// function: its values exist only once the transform evaluates the whole expression. Doing so
+// is a compile-time error that says so (at() below), never a silent constant.
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "../core/expr_base.hpp"
+#include "../core/shape.hpp"
+#include "../core/tensor.hpp"
+#include "fixed_shape.hpp"
+
+namespace zenith {
+
+namespace detail {
+template <class...>
+inline constexpr bool staged_false = false;
+
+// The one error a staged expression gives when something reads its elements.
+template <class E>
+constexpr void staged_element_access() {
+  static_assert(
+      staged_false<E>,
+      "zenith::jit: inside a staged tensor function (jit of grad / value_and_grad of "
+      "tensors) the arguments are whole-tensor expressions: use elementwise math, sum, "
+      "mean, prod, max, min, matmul, dot, transpose, reshape, cross and norm on them; reading "
+      "elements (x(i)) or evaluating into a tensor is not available there. Call the "
+      "function without zn::jit to differentiate element-by-element code.");
+}
+}  // namespace detail
+
+// Common members of the staged nodes: fixed-size, staged, no arrays, elements not readable.
+template <class Shape, class T>
+struct staged_base : expr_base {
+  using value_type = T;
+  using static_shape = Shape;
+  static constexpr bool fixed = true;
+  static constexpr bool staged = true;
+  zenith::shape shape() const { return Shape::dynamic(); }
+  template <class F>
+  void for_each_array(F&&) const {}
+  template <class D = void>
+  compute_t<T> at(std::size_t) const {
+    detail::staged_element_access<D>();
+    return {};
+  }
+  template <class... I>
+  compute_t<T> operator()(I...) const {
+    detail::staged_element_access<staged_base>();
+    return {};
+  }
+};
+
+// A differentiated argument: its values, and the gradient the reverse pass adds into.
+template <std::size_t Slot, class T, std::size_t... N>
+struct staged_tensor : staged_base<fixed_shape<N...>, T> {
+  static constexpr std::size_t slot = Slot;
+  tensor<T, N...> const* values;
+  tensor<T, N...>* gradient;
+  staged_tensor(tensor<T, N...> const* v, tensor<T, N...>* g) : values(v), gradient(g) {}
+};
+
+// A reduction (Kind: detail::fixed_sum_kind, ...) over the axes of Plan (detail::reduce_plan).
+template <class Kind, class Plan, class Shape, class T, class E>
+struct staged_reduce : staged_base<Shape, T> {
+  using kind = Kind;
+  using plan = Plan;
+  E child;
+  explicit staged_reduce(E c) : child(std::move(c)) {}
+};
+
+// NumPy matmul of 1-D / 2-D operands; Dims is detail::matmul_shapes (m, k, n).
+template <class Dims, class Shape, class T, class A, class B>
+struct staged_matmul : staged_base<Shape, T> {
+  using dims = Dims;
+  A a;
+  B b;
+  staged_matmul(A x, B y) : a(std::move(x)), b(std::move(y)) {}
+};
+
+// Output element o is element Map::index(o) of the child: transpose and reshape.
+template <class Map, class Shape, class E>
+struct staged_gather : staged_base<Shape, value_t<E>> {
+  using map = Map;
+  E child;
+  explicit staged_gather(E c) : child(std::move(c)) {}
+};
+
+// A user rule (custom_vjp) applied to staged arguments: a barrier whose forward is the user's
+// fwd on the arguments' values (as tensors), and whose reverse is the user's bwd on fwd's
+// residuals and the output's adjoint. Fwd and Bwd are held by pointer: the rule outlives the
+// staged call. Out is the tensor type of fwd's output.
+template <class Fwd, class Bwd, class Out, class... Args>
+struct staged_custom : staged_base<typename Out::static_shape, typename Out::value_type> {
+  Fwd const* fwd;
+  Bwd const* bwd;
+  std::tuple<Args...> args;
+  staged_custom(Fwd const* f, Bwd const* b, Args... a) : fwd(f), bwd(b), args(std::move(a)...) {}
+};
+
+namespace detail {
+// reshape's index map: the same row-major order.
+struct same_order {
+  static constexpr std::size_t index(std::size_t o) { return o; }
+};
+// transpose's: Plan is detail::transpose_plan.
+template <class Plan>
+struct permuted_order {
+  static constexpr std::size_t index(std::size_t o) { return Plan::src[o]; }
+};
+// A 3-vector rotated by K places (cross's operands): element o is element (o + K) % 3.
+template <std::size_t K>
+struct rotated_order {
+  static constexpr std::size_t index(std::size_t o) { return (o + K) % 3; }
+};
+}  // namespace detail
+
+}  // namespace zenith
