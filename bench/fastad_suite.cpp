@@ -39,7 +39,7 @@
 // median time per call (value and gradient) is printed as Markdown tables.
 //
 //   fastad_suite [reps (15)] [sample_ms (2)] [max log2 N (14)]
-//   fastad_suite --profile FUNCTION N IMPL SECONDS   (IMPL: zenith, jit, hand, torch) for perf
+//   fastad_suite --profile FUNCTION N IMPL SECONDS   (IMPL: zenith, jit, hand, torch, fixed)
 //   fastad_suite --check   only the agreement check (a ctest test)
 #include <cblas.h>
 
@@ -50,6 +50,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -119,6 +121,47 @@ vec from_torch(torch::Tensor const& t) {
 
 vec from_zn(A const& a) { return vec(a.data(), a.data() + a.size()); }
 
+// ---------------------------------------------------------------------------------------------
+// The fixed-size column: the same functions on zn::tensor<double, ...>, sizes known at compile
+// time, value and gradient under zn::jit (staged: the gradient generated from the function's
+// expression type, transforms/staged_grad.hpp), for N up to 2^max_fixed_log2 (all the rows with
+// N <= 1e4; the build option ZENITH_BENCH_FIXED_LOG2 lowers it).
+
+#ifndef ZENITH_BENCH_FIXED_LOG2
+#define ZENITH_BENCH_FIXED_LOG2 13
+#endif
+constexpr int max_fixed_log2 = ZENITH_BENCH_FIXED_LOG2;
+
+template <std::size_t... N>
+zn::tensor<double, N...> to_tensor(vec const& v) {
+  zn::tensor<double, N...> t;
+  std::copy(v.begin(), v.end(), t.data());
+  return t;
+}
+template <class T>
+vec from_tensor(T const& t) {
+  return vec(t.data(), t.data() + t.count);
+}
+
+// f(std::integral_constant<std::size_t, N>{}) for the N in 1, 2, 4, ..., 2^max_fixed_log2 equal
+// to n; false when n is not one of them.
+template <class F>
+bool with_fixed_size(std::size_t n, F&& f) {
+  return [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return ((n == (std::size_t(1) << K) &&
+             (f(std::integral_constant<std::size_t, (std::size_t(1) << K)>{}), true)) ||
+            ...);
+  }
+  (std::make_index_sequence<max_fixed_log2 + 1>{});
+}
+
+// A case's fixed-size variant: Case::fixed<N>, built from the case's data, with run() giving
+// {value, gradients} and get() the result to check.
+template <class Case>
+concept has_fixed = requires {
+  typename Case::template fixed<1>;
+};
+
 // What the check compares: the value and every gradient, flattened.
 struct result {
   double value = 0;
@@ -184,10 +227,10 @@ struct sum_case {
   }
   std::string size() const { return "x: " + std::to_string(n); }
 
+  static constexpr auto function = [](auto const& x) { return zn::sum(x); };
   template <bool Jit = false>
   auto zenith() const {
-    static auto const f =
-        maybe_jit<Jit>(zn::value_and_grad([](auto const& x) { return zn::sum(x); }));
+    static auto const f = maybe_jit<Jit>(zn::value_and_grad(function));
     return f(zx);
   }
   template <bool Jit = false>
@@ -195,6 +238,19 @@ struct sum_case {
     auto [v, gx] = zenith<Jit>();
     return {v.item(), {from_zn(gx)}};
   }
+  template <std::size_t N>
+  struct fixed {
+    zn::tensor<double, N> x;
+    explicit fixed(sum_case const& c) : x(to_tensor<N>(c.x)) {}
+    auto run() const {
+      static auto const f = zn::jit(zn::value_and_grad(function));
+      return f(x);
+    }
+    result get() const {
+      auto [v, gx] = run();
+      return {double(v), {from_tensor(gx)}};
+    }
+  };
 
   void hand() {
     double const* px = x.data();
@@ -242,10 +298,10 @@ struct log_sum_exp_case {
   }
   std::string size() const { return "x: " + std::to_string(n); }
 
+  static constexpr auto function = [](auto const& x) { return zn::log(zn::sum(zn::exp(x))); };
   template <bool Jit = false>
   auto zenith() const {
-    static auto const f = maybe_jit<Jit>(
-        zn::value_and_grad([](auto const& x) { return zn::log(zn::sum(zn::exp(x))); }));
+    static auto const f = maybe_jit<Jit>(zn::value_and_grad(function));
     return f(zx);
   }
   template <bool Jit = false>
@@ -253,6 +309,19 @@ struct log_sum_exp_case {
     auto [v, gx] = zenith<Jit>();
     return {v.item(), {from_zn(gx)}};
   }
+  template <std::size_t N>
+  struct fixed {
+    zn::tensor<double, N> x;
+    explicit fixed(log_sum_exp_case const& c) : x(to_tensor<N>(c.x)) {}
+    auto run() const {
+      static auto const f = zn::jit(zn::value_and_grad(function));
+      return f(x);
+    }
+    result get() const {
+      auto [v, gx] = run();
+      return {double(v), {from_tensor(gx)}};
+    }
+  };
 
   // As FastAD does it: exp(x) is kept (in the gradient's buffer) and scaled by 1 / sum.
   void hand() {
@@ -305,10 +374,12 @@ struct normal_log_pdf_case {
   }
   std::string size() const { return "x: " + std::to_string(n); }
 
+  static constexpr auto function = [](auto const& x) {
+    return zn_normal_lpdf(x, nlp_mu, nlp_sigma);
+  };
   template <bool Jit = false>
   auto zenith() const {
-    static auto const f = maybe_jit<Jit>(
-        zn::value_and_grad([](auto const& x) { return zn_normal_lpdf(x, nlp_mu, nlp_sigma); }));
+    static auto const f = maybe_jit<Jit>(zn::value_and_grad(function));
     return f(zx);
   }
   template <bool Jit = false>
@@ -316,6 +387,19 @@ struct normal_log_pdf_case {
     auto [v, gx] = zenith<Jit>();
     return {v.item(), {from_zn(gx)}};
   }
+  template <std::size_t N>
+  struct fixed {
+    zn::tensor<double, N> x;
+    explicit fixed(normal_log_pdf_case const& c) : x(to_tensor<N>(c.x)) {}
+    auto run() const {
+      static auto const f = zn::jit(zn::value_and_grad(function));
+      return f(x);
+    }
+    result get() const {
+      auto [v, gx] = run();
+      return {double(v), {from_tensor(gx)}};
+    }
+  };
 
   void hand() {
     double const* px = x.data();
@@ -358,8 +442,10 @@ struct matrix_product_case {
   torch::Tensor ta, tb;
 #endif
 
-  static std::size_t dim(std::size_t N) {
-    return std::max<std::size_t>(1, std::size_t(std::sqrt(double(N / 2))));
+  static constexpr std::size_t dim(std::size_t N) {  // max(1, floor(sqrt(N / 2)))
+    std::size_t r = 0;
+    while ((r + 1) * (r + 1) <= N / 2) ++r;
+    return std::max<std::size_t>(1, r);
   }
   matrix_product_case(std::size_t N, std::mt19937_64& gen)
       : n(dim(N)),
@@ -381,10 +467,12 @@ struct matrix_product_case {
            ")";
   }
 
+  static constexpr auto function = [](auto const& a, auto const& b) {
+    return zn::sum(zn::matmul(a, b));
+  };
   template <bool Jit = false>
   auto zenith() const {
-    static auto const f = maybe_jit<Jit>(zn::value_and_grad(
-        [](auto const& a, auto const& b) { return zn::sum(zn::matmul(a, b)); }, zn::argnums<0, 1>));
+    static auto const f = maybe_jit<Jit>(zn::value_and_grad(function, zn::argnums<0, 1>));
     return f(za, zb);
   }
   template <bool Jit = false>
@@ -392,6 +480,21 @@ struct matrix_product_case {
     auto [v, g] = zenith<Jit>();
     return {v.item(), {from_zn(std::get<0>(g)), from_zn(std::get<1>(g))}};
   }
+  template <std::size_t N>
+  struct fixed {
+    static constexpr std::size_t n = dim(N);
+    zn::tensor<double, n, n> a, b;
+    explicit fixed(matrix_product_case const& c)
+        : a(to_tensor<n, n>(c.a)), b(to_tensor<n, n>(c.b)) {}
+    auto run() const {
+      static auto const f = zn::jit(zn::value_and_grad(function, zn::argnums<0, 1>));
+      return f(a, b);
+    }
+    result get() const {
+      auto [v, g] = run();
+      return {double(v), {from_tensor(std::get<0>(g)), from_tensor(std::get<1>(g))}};
+    }
+  };
 
   // The value as the function is defined (the product, i-k-j loops that vectorize over j, then its
   // sum); the gradient analytically: d/dA_ik = sum_j B_kj (row sums of B), d/dB_kj = sum_i A_ik
@@ -594,6 +697,32 @@ auto const zn_ar1 = zn::custom_vjp(
       return std::make_tuple(ds, zn_scalar(dphi));
     });
 
+// The same rule for the fixed-size column: tensors in, tensors out (zn::jit stages a custom_vjp
+// as one node whose reverse calls bwd). Results are built in place and the residuals are what
+// the reverse scan reads (u, phi and s_0): a tensor copy is a pass over its elements.
+auto const zn_ar1_fixed = zn::custom_vjp(
+    [](auto const& s, auto const& phi) {
+      auto u = s;
+      ar1_forward(s.data(), double(phi), u.data(), s.count);
+      return u;
+    },
+    [](auto const& s, auto const& phi) {  // fwd: {u, residuals (u, phi, s_0)}
+      using T = std::remove_cvref_t<decltype(s)>;
+      std::pair<T, std::tuple<T, double, double>> r;
+      ar1_forward(s.data(), double(phi), r.first.data(), s.count);
+      std::get<0>(r.second) = r.first;
+      std::get<1>(r.second) = double(phi);
+      std::get<2>(r.second) = s[0];
+      return r;
+    },
+    [](auto const& res, auto const& ct) {  // bwd
+      auto const& [u, phi, s0] = res;
+      std::tuple<std::remove_cvref_t<decltype(u)>, zn::tensor<double>> r;
+      std::get<1>(r) =  // the scan reads s only at s_0
+          ar1_backward(&s0, phi, u.data(), ct.data(), std::get<0>(r).data(), u.count);
+      return r;
+    });
+
 #ifdef ZENITH_BENCH_TORCH
 // LibTorch: the same primitive as an autograd Function.
 struct torch_ar1 : torch::autograd::Function<torch_ar1> {
@@ -629,7 +758,7 @@ struct stochastic_volatility_case {
   torch::Tensor ts, ty, tphi, tsigma, tmu;
 #endif
 
-  static std::size_t length(std::size_t N) { return std::max<std::size_t>(2, N / 2); }
+  static constexpr std::size_t length(std::size_t N) { return std::max<std::size_t>(2, N / 2); }
   stochastic_volatility_case(std::size_t N, std::mt19937_64& gen)
       : n(length(N)), s(uniform(n, gen)), y(uniform(n, gen)), u(n), g(n), gs(n) {
     vec par = uniform(3, gen);
@@ -651,17 +780,43 @@ struct stochastic_volatility_case {
   }
   std::string size() const { return "T: " + std::to_string(n); }
 
+  // The density, one definition for arrays and tensors (the AR(1) rule comes in both forms).
+  static constexpr auto function = [](auto const& s, auto const& phi, auto const& sigma,
+                                      auto const& mu, auto const& y) {
+    auto h = [&] {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(s)>, A>)
+        return mu + sigma * zn_ar1(s, phi);
+      else
+        return mu + sigma * zn_ar1_fixed(s, phi);
+    }();
+    return zn_normal_lpdf_vec(y, 0.0, zn::exp(h / 2.0)) + zn_normal_lpdf(s, 0.0, 1.0) +
+           zn_cauchy_lpdf(sigma, 0.0, 5.0) + zn_cauchy_lpdf(mu, 0.0, 10.0) - std::log(2.0);
+  };
   template <bool Jit = false>
   auto zenith() const {
-    static auto const f = maybe_jit<Jit>(zn::value_and_grad(
-        [](A const& s, A const& phi, A const& sigma, A const& mu, A const& y) {
-          auto h = mu + sigma * zn_ar1(s, phi);
-          return zn_normal_lpdf_vec(y, 0.0, zn::exp(h / 2.0)) + zn_normal_lpdf(s, 0.0, 1.0) +
-                 zn_cauchy_lpdf(sigma, 0.0, 5.0) + zn_cauchy_lpdf(mu, 0.0, 10.0) - std::log(2.0);
-        },
-        zn::argnums<0, 1, 2, 3>));
+    static auto const f = maybe_jit<Jit>(zn::value_and_grad(function, zn::argnums<0, 1, 2, 3>));
     return f(zs, zphi, zsigma, zmu, zy);
   }
+  template <std::size_t N>
+  struct fixed {
+    static constexpr std::size_t T = length(N);
+    zn::tensor<double, T> s, y;
+    zn::tensor<double> phi, sigma, mu;
+    explicit fixed(stochastic_volatility_case const& c)
+        : s(to_tensor<T>(c.s)), y(to_tensor<T>(c.y)), phi(c.phi), sigma(c.sigma), mu(c.mu) {}
+    auto run() const {
+      static auto const f = zn::jit(zn::value_and_grad(function, zn::argnums<0, 1, 2, 3>));
+      return f(s, phi, sigma, mu, y);
+    }
+    result get() const {
+      auto [v, g] = run();
+      return {double(v),
+              {from_tensor(std::get<0>(g)),
+               {double(std::get<1>(g))},
+               {double(std::get<2>(g))},
+               {double(std::get<3>(g))}}};
+    }
+  };
   template <bool Jit = false>
   result zenith_result() const {
     auto [v, g] = zenith<Jit>();
@@ -791,12 +946,32 @@ std::vector<cell> measure(std::vector<timed>& impls, int reps, double sample_s) 
   return out;
 }
 
-// The three implementations of one case as batch loops.
-// Columns of a row: zenith, zenith under jit, hand-written, LibTorch (when built with it).
+// The implementations of one case as batch loops.
+// Columns of a row: zenith, zenith under jit, hand-written, LibTorch (when built with it), then
+// zenith fixed-size (when the case has it at this N).
 constexpr std::size_t z_col = 0, jit_col = 1, hand_col = 2, torch_col = 3;
 
+// The fixed-size variant of case c at size N, as a batch loop (none when it has no such size).
 template <class Case>
-std::vector<timed> batches(Case& c) {
+std::optional<timed> fixed_batch(Case const& c, std::size_t N) {
+  std::optional<timed> out;
+  if constexpr (has_fixed<Case>) {
+    with_fixed_size(N, [&](auto n) {
+      auto st = std::make_shared<typename Case::template fixed<decltype(n)::value>>(c);
+      out.emplace([st](long iters) {
+        for (long i = 0; i < iters; ++i) {
+          auto r = st->run();
+          escape(&r);  // the gradients are stored, as the hand-written code's are
+          sink = double(r.first);
+        }
+      });
+    });
+  }
+  return out;
+}
+
+template <class Case>
+std::vector<timed> batches(Case& c, std::size_t N) {
   std::vector<timed> out;
   out.emplace_back([&c](long iters) {
     for (long i = 0; i < iters; ++i) {
@@ -825,6 +1000,7 @@ std::vector<timed> batches(Case& c) {
     }
   });
 #endif
+  if (auto f = fixed_batch(c, N)) out.push_back(std::move(*f));
   return out;
 }
 
@@ -832,6 +1008,7 @@ struct row {
   std::size_t N;
   std::string size;
   std::vector<cell> cells;  // impl_index order
+  bool has_fixed = false;   // the last cell is the fixed-size column's
 };
 
 #ifdef ZENITH_BENCH_TORCH
@@ -852,6 +1029,11 @@ bool check_case(int max_log2) {
     // jit: the call that records, then two replays (the second into the first's buffers).
     for (int call = 0; call < 3; ++call)
       dz = std::max(dz, rel_diff(c.template zenith_result<true>(), h));
+    if constexpr (has_fixed<Case>)
+      with_fixed_size(N, [&](auto n) {
+        auto const st = std::make_unique<typename Case::template fixed<decltype(n)::value>>(c);
+        dz = std::max(dz, rel_diff(st->get(), h));
+      });
 #ifdef ZENITH_BENCH_TORCH
     dt = rel_diff(torch_result(c.torch_run()), h);
 #endif
@@ -873,8 +1055,9 @@ std::vector<row> run_case(int max_log2, int reps, double sample_s) {
     std::size_t N = std::size_t(1) << k;
     std::mt19937_64 gen(1000 + k);
     Case c(N, gen);
-    auto impls = batches(c);
-    rows.push_back({N, c.size(), measure(impls, reps, sample_s)});
+    auto impls = batches(c, N);
+    bool const fixed = impls.size() > (have_torch ? 4 : 3);
+    rows.push_back({N, c.size(), measure(impls, reps, sample_s), fixed});
   }
   return rows;
 }
@@ -888,47 +1071,66 @@ std::string fmt_ns(double ns) {
   return buf;
 }
 
+// Per function, for rows with N <= 1e4, each zenith column against hand-written code and
+// LibTorch. Kinds: traced, jit, fixed (rows that have it), best (the faster of jit and fixed).
+constexpr int n_kinds = 4;
+char const* const kind_names[n_kinds] = {"traced", "jit", "fixed", "best of jit, fixed"};
+
 struct summary {
   std::string name;
-  // [0]: zenith, [1]: zenith under jit
-  double hand_lo[2] = {INFINITY, INFINITY}, hand_hi[2] = {0, 0};
-  double torch_lo[2] = {INFINITY, INFINITY}, torch_hi[2] = {0, 0};
-  int rows_small = 0, hand_met[2] = {0, 0}, torch_met[2] = {0, 0};
+  double hand_lo[n_kinds], hand_hi[n_kinds], torch_lo[n_kinds], torch_hi[n_kinds];
+  int rows[n_kinds] = {}, hand_met[n_kinds] = {}, torch_met[n_kinds] = {};
+  explicit summary(std::string n) : name(std::move(n)) {
+    for (int k = 0; k < n_kinds; ++k) {
+      hand_lo[k] = torch_lo[k] = INFINITY;
+      hand_hi[k] = torch_hi[k] = 0;
+    }
+  }
+  void add(int k, double z, double h, double t) {
+    ++rows[k];
+    hand_lo[k] = std::min(hand_lo[k], z / h);
+    hand_hi[k] = std::max(hand_hi[k], z / h);
+    hand_met[k] += z / h <= 1.5;
+    if (have_torch) {
+      torch_lo[k] = std::min(torch_lo[k], t / z);
+      torch_hi[k] = std::max(torch_hi[k], t / z);
+      torch_met[k] += t / z >= 5;
+    }
+  }
 };
+
+std::string fmt_ratio(double r) {
+  if (std::isnan(r)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", r);
+  return buf;
+}
 
 summary print_table(char const* name, std::vector<row> const& rows) {
   summary s{name};
   std::printf("\n### %s\n\n", name);
   std::printf(
-      "| N | size | zenith ns | jit ns | hand-written ns |%s zenith / hand | jit / hand |%s\n",
+      "| N | size | zenith ns | jit ns | fixed ns | hand-written ns |%s zenith / hand | "
+      "jit / hand | fixed / hand |%s\n",
       have_torch ? " LibTorch ns |" : "",
-      have_torch ? " LibTorch / zenith | LibTorch / jit |" : "");
-  std::printf("|---:|---|---:|---:|---:|%s---:|---:|%s\n", have_torch ? "---:|" : "",
-              have_torch ? "---:|---:|" : "");
+      have_torch ? " LibTorch / zenith | LibTorch / jit | LibTorch / fixed |" : "");
+  std::printf("|---:|---|---:|---:|---:|---:|%s---:|---:|---:|%s\n", have_torch ? "---:|" : "",
+              have_torch ? "---:|---:|---:|" : "");
   for (auto const& r : rows) {
-    double z[2] = {r.cells[z_col].median, r.cells[jit_col].median}, h = r.cells[hand_col].median;
-    std::printf("| %zu | %s | %s | %s | %s |", r.N, r.size.c_str(), fmt_ns(z[0]).c_str(),
-                fmt_ns(z[1]).c_str(), fmt_ns(h).c_str());
-    if (have_torch) std::printf(" %s |", fmt_ns(r.cells[torch_col].median).c_str());
-    std::printf(" %.2f | %.2f |", z[0] / h, z[1] / h);
-    if (have_torch)
-      std::printf(" %.2f | %.2f |", r.cells[torch_col].median / z[0],
-                  r.cells[torch_col].median / z[1]);
+    double const z = r.cells[z_col].median, j = r.cells[jit_col].median,
+                 f = r.has_fixed ? r.cells.back().median : NAN, h = r.cells[hand_col].median,
+                 t = have_torch ? r.cells[torch_col].median : NAN;
+    std::printf("| %zu | %s | %s | %s | %s | %s |", r.N, r.size.c_str(), fmt_ns(z).c_str(),
+                fmt_ns(j).c_str(), r.has_fixed ? fmt_ns(f).c_str() : "-", fmt_ns(h).c_str());
+    if (have_torch) std::printf(" %s |", fmt_ns(t).c_str());
+    std::printf(" %.2f | %.2f | %s |", z / h, j / h, fmt_ratio(f / h).c_str());
+    if (have_torch) std::printf(" %.2f | %.2f | %s |", t / z, t / j, fmt_ratio(t / f).c_str());
     std::printf("\n");
     if (r.N > 10000) continue;
-    ++s.rows_small;
-    for (int k = 0; k < 2; ++k) {
-      double zh = z[k] / h;
-      s.hand_lo[k] = std::min(s.hand_lo[k], zh);
-      s.hand_hi[k] = std::max(s.hand_hi[k], zh);
-      s.hand_met[k] += zh <= 1.5;
-      if (have_torch) {
-        double tz = r.cells[torch_col].median / z[k];
-        s.torch_lo[k] = std::min(s.torch_lo[k], tz);
-        s.torch_hi[k] = std::max(s.torch_hi[k], tz);
-        s.torch_met[k] += tz >= 5;
-      }
-    }
+    s.add(0, z, h, t);
+    s.add(1, j, h, t);
+    if (r.has_fixed) s.add(2, f, h, t);
+    s.add(3, r.has_fixed ? std::min(j, f) : j, h, t);
   }
   return s;
 }
@@ -937,12 +1139,14 @@ template <class Case>
 int profile(std::size_t N, std::string const& impl, double secs) {
   std::mt19937_64 gen(7);
   Case c(N, gen);
-  auto impls = batches(c);
-  std::size_t k = impl == "zenith"  ? z_col
-                  : impl == "jit"   ? jit_col
-                  : impl == "hand"  ? hand_col
-                  : impl == "torch" ? torch_col
-                                    : std::size_t(99);
+  auto impls = batches(c, N);
+  bool const fixed = fixed_batch(c, N).has_value();
+  std::size_t k = impl == "zenith"           ? z_col
+                  : impl == "jit"            ? jit_col
+                  : impl == "hand"           ? hand_col
+                  : impl == "torch"          ? (have_torch ? torch_col : std::size_t(99))
+                  : impl == "fixed" && fixed ? impls.size() - 1
+                                             : std::size_t(99);
   if (k >= impls.size()) {
     std::fprintf(stderr, "fastad_suite: no implementation '%s'\n", impl.c_str());
     return 2;
@@ -1029,14 +1233,24 @@ int main(int argc, char** argv) {
   std::printf("| function | | zenith / hand (min - max) | rows <= 1.5 |%s\n",
               have_torch ? " LibTorch / zenith (min - max) | rows >= 5 |" : "");
   std::printf("|---|---|---:|---:|%s\n", have_torch ? "---:|---:|" : "");
+  int met[n_kinds] = {}, torch_met[n_kinds] = {}, total[n_kinds] = {};
   for (auto const& s : sums)
-    for (int k = 0; k < 2; ++k) {
-      std::printf("| %s | %s | %.2f - %.2f | %d / %d |", s.name.c_str(), k ? "jit" : "traced",
-                  s.hand_lo[k], s.hand_hi[k], s.hand_met[k], s.rows_small);
+    for (int k = 0; k < n_kinds; ++k) {
+      if (s.rows[k] == 0) continue;
+      met[k] += s.hand_met[k];
+      torch_met[k] += s.torch_met[k];
+      total[k] += s.rows[k];
+      std::printf("| %s | %s | %.2f - %.2f | %d / %d |", s.name.c_str(), kind_names[k],
+                  s.hand_lo[k], s.hand_hi[k], s.hand_met[k], s.rows[k]);
       if (have_torch)
         std::printf(" %.2f - %.2f | %d / %d |", s.torch_lo[k], s.torch_hi[k], s.torch_met[k],
-                    s.rows_small);
+                    s.rows[k]);
       std::printf("\n");
     }
+  for (int k = 0; k < n_kinds; ++k) {
+    std::printf("| all | %s | | %d / %d |", kind_names[k], met[k], total[k]);
+    if (have_torch) std::printf(" | %d / %d |", torch_met[k], total[k]);
+    std::printf("\n");
+  }
   return 0;
 }

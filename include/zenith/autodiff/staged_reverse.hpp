@@ -20,9 +20,11 @@
 // like the array path's fused backward: except a costly op's value (exp, sin, ...; Op::costly),
 // which its node keeps from the forward loop, so log(sum(exp(x))) evaluates exp once per element.
 // The two directions of one barrier's input so cost about what hand-written loops cost.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -70,6 +72,26 @@ struct write_plan {
 template <class E, class Ctx>
 struct eval;
 
+// Batches: a barrier's input is evaluated in the forward direction xsimd batch by batch where
+// every node on the way can be (batch<B>(j): the values at j .. j + B::size, for j within the
+// node's own elements), so costly ops run on their SIMD forms (xsimd's exp, sin, ...), as in
+// the array path's loops. A node says so in `batches`; the backward loops stay scalar, where
+// the compiler vectorizes the arithmetic and costly values are read back.
+template <class T>
+inline constexpr bool batch_type = std::is_same_v<T, float> || std::is_same_v<T, double>;
+template <class T>
+using batch_of = xsimd::batch<T>;
+
+template <class Op>
+constexpr bool simd_op() {
+  if constexpr (requires { Op::mask_operands; })
+    return false;  // comparisons' masks: the scalar path
+  else
+    return requires(batch_of<double> b) { Op::simd(b); }
+  || requires(batch_of<double> b) { Op::simd(b, b); }
+  || requires(batch_of<double> b) { Op::simd(b, b, b); };
+}
+
 // A node's values, kept only where the node needs them (a costly op's).
 template <bool Keep, class Y, std::size_t Size>
 struct kept_values {
@@ -97,6 +119,12 @@ requires(!zenith::detail::staged_node<E>()) struct eval<E, Ctx> {
   ZENITH_FIXED_INLINE auto value(std::size_t i) const { return e.at(i); }
   ZENITH_FIXED_INLINE auto again(std::size_t i) const { return e.at(i); }
   ZENITH_FIXED_INLINE void finish() {}
+
+  static constexpr bool batches = batch_type<value_t<E>> && !is_scalar_node_v<E>;
+  template <class B>
+  ZENITH_FIXED_INLINE B batch(std::size_t j) const {
+    return B::load_unaligned(e.data() + j);
+  }
 };
 
 // A staged argument: its values; its adjoints go into its gradient.
@@ -110,6 +138,11 @@ struct eval<staged_tensor<Slot, T, N...>, Ctx> {
   ZENITH_FIXED_INLINE void forward() {}
   ZENITH_FIXED_INLINE compute_t<T> value(std::size_t i) const { return compute_t<T>(x[i]); }
   ZENITH_FIXED_INLINE compute_t<T> again(std::size_t i) const { return compute_t<T>(x[i]); }
+  static constexpr bool batches = batch_type<T>;
+  template <class B>
+  ZENITH_FIXED_INLINE B batch(std::size_t j) const {
+    return B::load_unaligned(x + j);
+  }
   template <class A>
   ZENITH_FIXED_INLINE void back(std::size_t i, A const& a) {
     if constexpr (Ctx::assigns(Slot))
@@ -129,8 +162,22 @@ requires(zenith::detail::staged_node<map_node<Op, Cs...>>()) struct eval<map_nod
   using Y = decltype(Op::apply(std::declval<eval<Cs, Ctx>&>().value(0)...));
   static constexpr bool keep = costly<Op>();
 
+  // A staged child of one element under a larger node (a rank-0 argument, a total sum,
+  // broadcast): its adjoint is summed here over the loop and passed once in finish(), so the
+  // loop carries no dependency through the child's memory and can vectorize.
+  template <class Ck>
+  static constexpr bool gathers() {
+    return zenith::detail::staged_node<Ck>() && Ck::static_shape::size == 1 && S::size > 1;
+  }
+  template <class Ck>
+  using gathered_t =
+      std::conditional_t<gathers<Ck>(),
+                         std::remove_cvref_t<decltype(std::declval<eval<Ck, Ctx>&>().again(0))>,
+                         std::tuple<>>;
+
   kids_t kids;
   [[no_unique_address]] kept_values<keep, Y, S::size> kept;
+  std::tuple<gathered_t<Cs>...> gathered{};
 
   eval(node const& e)  // NOLINT
       : kids(std::apply([](Cs const&... c) { return kids_t(c...); }, e.children)) {}
@@ -141,8 +188,42 @@ requires(zenith::detail::staged_node<map_node<Op, Cs...>>()) struct eval<map_nod
                                  S>(i);
   }
 
+  // Each child either runs along with this node (same shape, batches itself) or is one value.
+  template <class Ck>
+  static constexpr bool kid_batches() {
+    using KV = std::remove_cvref_t<decltype(std::declval<eval<Ck, Ctx>&>().value(0))>;
+    if constexpr (!std::is_same_v<KV, Y>)
+      return false;
+    else if constexpr (std::is_same_v<typename Ck::static_shape, S>)
+      return eval<Ck, Ctx>::batches;
+    else
+      return Ck::static_shape::size == 1;
+  }
+  static constexpr bool batches = batch_type<Y> && simd_op<Op>() && (kid_batches<Cs>() && ...);
+  template <class B>
+  ZENITH_FIXED_INLINE B batch(std::size_t j) {
+    B const y = [&]<std::size_t... K>(std::index_sequence<K...>) ZENITH_FIXED_LAMBDA {
+      return Op::simd(kid_batch<K, B>(j)...);
+    }
+    (std::index_sequence_for<Cs...>{});
+    if constexpr (keep) y.store_unaligned(kept.v.data() + j);
+    return y;
+  }
+  template <std::size_t K, class B>
+  ZENITH_FIXED_INLINE B kid_batch(std::size_t j) {
+    using Ck = std::tuple_element_t<K, std::tuple<Cs...>>;
+    if constexpr (std::is_same_v<typename Ck::static_shape, S>)
+      return std::get<K>(kids).template batch<B>(j);
+    else
+      return B(std::get<K>(kids).value(0));
+  }
+
   ZENITH_FIXED_INLINE void forward() {
     std::apply([](auto&... k) ZENITH_FIXED_LAMBDA { (k.forward(), ...); }, kids);
+    [&]<std::size_t... K>(std::index_sequence<K...>) ZENITH_FIXED_LAMBDA {
+      ((gathers<Cs>() ? void(std::get<K>(gathered) = gathered_t<Cs>()) : void()), ...);
+    }
+    (std::index_sequence_for<Cs...>{});
   }
   ZENITH_FIXED_INLINE Y value(std::size_t i) {
     Y const y = [&]<std::size_t... K>(std::index_sequence<K...>) ZENITH_FIXED_LAMBDA {
@@ -178,7 +259,8 @@ requires(zenith::detail::staged_node<map_node<Op, Cs...>>()) struct eval<map_nod
     }
   }
   ZENITH_FIXED_INLINE void finish() {
-    std::apply([](auto&... k) ZENITH_FIXED_LAMBDA { (k.finish(), ...); }, kids);
+    [&]<std::size_t... K>(std::index_sequence<K...>) ZENITH_FIXED_LAMBDA { (finish_kid<K>(), ...); }
+    (std::index_sequence_for<Cs...>{});
   }
 
  private:
@@ -190,8 +272,18 @@ requires(zenith::detail::staged_node<map_node<Op, Cs...>>()) struct eval<map_nod
       auto const p = std::apply(
           [&](auto const&... x) ZENITH_FIXED_LAMBDA { return Op::template partial<K>(y, x...); },
           xs);
-      std::get<K>(kids).back(at<K>(i), KV(a * p));
+      if constexpr (gathers<C>())
+        std::get<K>(gathered) += KV(a * p);
+      else
+        std::get<K>(kids).back(at<K>(i), KV(a * p));
     }
+  }
+  template <std::size_t K>
+  ZENITH_FIXED_INLINE void finish_kid() {
+    using C = std::tuple_element_t<K, std::tuple<Cs...>>;
+    if constexpr (gathers<C>() && takes_gradient<Op>(K) && !piecewise_constant<Op>())
+      std::get<K>(kids).back(0, std::get<K>(gathered));
+    std::get<K>(kids).finish();
   }
 };
 
@@ -205,6 +297,11 @@ struct barrier_values {
   template <class A>
   ZENITH_FIXED_INLINE void back(std::size_t i, A const& a) {
     adj[i] += C(a);
+  }
+  static constexpr bool batches = batch_type<C>;
+  template <class B>
+  ZENITH_FIXED_INLINE B batch(std::size_t j) const {
+    return B::load_unaligned(out.data() + j);
   }
 };
 
@@ -232,10 +329,38 @@ struct eval<staged_reduce<Kind, Plan, Shape, T, E>, Ctx>
     if constexpr (requires { *kid.values; })  // an argument itself: read where it is
       zenith::detail::fixed_reduce<typename Kind::op, Kind::mean, Plan>(this->out.data(),
                                                                         *kid.values);
+    else if constexpr (folds_batches())
+      fold_batches();
     else
       zenith::detail::fixed_reduce<typename Kind::op, Kind::mean, Plan>(
           this->out.data(), forward_reader<eval<E, Ctx>>{&kid});
     this->adj.fill(C(0));
+  }
+
+  // A sum or mean of an expression that batches, over contiguous groups of at least two
+  // batches: folded batch by batch (four accumulators), the tail element by element.
+  static constexpr bool folds_batches() {
+    using KV = std::remove_cvref_t<decltype(std::declval<eval<E, Ctx>&>().value(0))>;
+    if constexpr (!std::is_same_v<KV, C> || !batch_type<C>)
+      return false;
+    else
+      return eval<E, Ctx>::batches && Plan::contiguous &&
+             std::is_same_v<typename Kind::op, ops::add> && group >= 2 * batch_of<C>::size;
+  }
+  ZENITH_FIXED_INLINE void fold_batches() {
+    using B = batch_of<C>;
+    constexpr std::size_t w = B::size;
+    for (std::size_t o = 0; o < n_out; ++o) {
+      std::size_t const base = o * group;
+      B acc[4] = {B(C(0)), B(C(0)), B(C(0)), B(C(0))};
+      std::size_t j = 0;
+      for (; j + 4 * w <= group; j += 4 * w)
+        for (std::size_t a = 0; a < 4; ++a) acc[a] += kid.template batch<B>(base + j + a * w);
+      for (; j + w <= group; j += w) acc[0] += kid.template batch<B>(base + j);
+      C r = xsimd::hadd((acc[0] + acc[1]) + (acc[2] + acc[3]));
+      for (; j < group; ++j) r += C(kid.value(base + j));
+      this->out[o] = Kind::mean ? r / C(double(group)) : r;
+    }
   }
 
   ZENITH_FIXED_INLINE void finish() {
@@ -346,57 +471,96 @@ struct eval<staged_matmul<Dims, Shape, T, A, B>, Ctx>
 
 // A user rule (custom_vjp): fwd on the arguments' values, bwd on its residuals and the output's
 // adjoint; bwd's cotangents go down each staged argument's backward loop.
-template <class Fwd, class Bwd, class Out, class... Args, class Ctx>
-struct eval<staged_custom<Fwd, Bwd, Out, Args...>, Ctx> {
-  using node = staged_custom<Fwd, Bwd, Out, Args...>;
+// An argument of a user rule as fwd sees it: a staged argument's own tensor, anything else
+// evaluated into one. Tensors are passed by reference and results built in place: copying a
+// tensor is a pass over its elements.
+template <class Arg>
+struct rule_input {
+  using tensor_t = zenith::detail::tensor_of_t<value_t<Arg>, zenith::detail::shape_of_t<Arg>>;
+  tensor_t t;
+  template <class Ev>
+  ZENITH_FIXED_INLINE void read(Ev& k) {
+    for (std::size_t j = 0; j < t.count; ++j) t[j] = typename tensor_t::value_type(k.value(j));
+  }
+  tensor_t const& get() const { return t; }
+};
+template <std::size_t Slot, class T, std::size_t... N>
+struct rule_input<staged_tensor<Slot, T, N...>> {
+  using tensor_t = tensor<T, N...>;
+  tensor_t const* t = nullptr;
+  template <class Ev>
+  ZENITH_FIXED_INLINE void read(Ev& k) {
+    t = k.values;
+  }
+  tensor<T, N...> const& get() const { return *t; }
+};
+// f's result, made where it is to live (std::optional::emplace constructs from the conversion).
+template <class F>
+struct made_by {
+  F f;
+  operator std::invoke_result_t<F&>() { return f(); }  // NOLINT: the point is the conversion
+};
+template <class F>
+made_by(F) -> made_by<F>;
+
+template <class Fwd, class Bwd, class R, class Out, class... Args, class Ctx>
+struct eval<staged_custom<Fwd, Bwd, R, Out, Args...>, Ctx> {
+  using node = staged_custom<Fwd, Bwd, R, Out, Args...>;
   using C = compute_t<typename Out::value_type>;
-  using inputs_t =
-      std::tuple<zenith::detail::tensor_of_t<value_t<Args>, zenith::detail::shape_of_t<Args>>...>;
-  using R = std::remove_cvref_t<decltype(std::apply(std::declval<Fwd const&>(),
-                                                    std::declval<inputs_t const&>()))>;
 
   node const& e;
+  staged_custom_state<R, Out>& st;
   std::tuple<eval<Args, Ctx>...> kids;
-  inputs_t in;
-  std::optional<R> r;  // fwd's {output, residuals}
-  Out adj;
+  std::tuple<rule_input<Args>...> in;  // fwd's arguments; alive until bwd has run
 
   eval(node const& x)  // NOLINT
       : e(x),
+        st(*x.state),
         kids(std::apply([](Args const&... a) { return std::tuple<eval<Args, Ctx>...>(a...); },
-                        x.args)) {}
+                        x.args)) {
+    ++st.users;
+  }
 
+  // Every copy evaluates its arguments' barriers (so that whichever copy finishes last can
+  // run their backward loops); the first runs fwd, the others share its result. (No copy
+  // records its own address anywhere: an evaluator whose address escapes keeps its
+  // accumulators in memory instead of registers.)
   ZENITH_FIXED_INLINE void forward() {
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       (std::get<K>(kids).forward(), ...);
-      (read_input<K>(), ...);
+      if (st.r) return;
+      (std::get<K>(in).read(std::get<K>(kids)), ...);
+      st.r.emplace(made_by{[&] { return (*e.fwd)(std::get<K>(in).get()...); }});
+      std::fill_n(st.adj.data(), st.adj.count, typename Out::value_type(0));
     }
     (std::index_sequence_for<Args...>{});
-    r.emplace(std::apply(*e.fwd, in));
-    adj = Out();
   }
-  ZENITH_FIXED_INLINE C value(std::size_t i) const { return C(std::get<0>(*r).at(i)); }
-  ZENITH_FIXED_INLINE C again(std::size_t i) const { return C(std::get<0>(*r).at(i)); }
+  ZENITH_FIXED_INLINE C value(std::size_t i) const { return C(std::get<0>(*st.r).at(i)); }
+  ZENITH_FIXED_INLINE C again(std::size_t i) const { return C(std::get<0>(*st.r).at(i)); }
+  static constexpr bool batches =
+      batch_type<C> && std::is_same_v<std::remove_cvref_t<std::tuple_element_t<0, R>>, Out>;
+  template <class B>
+  ZENITH_FIXED_INLINE B batch(std::size_t j) const {
+    return B::load_unaligned(std::get<0>(*st.r).data() + j);
+  }
   template <class A>
   ZENITH_FIXED_INLINE void back(std::size_t i, A const& a) {
-    adj[i] = adj[i] + typename Out::value_type(a);
+    st.adj[i] = st.adj[i] + typename Out::value_type(a);
   }
+  // The last copy to finish has every adjoint: bwd runs, and its cotangents go down this
+  // copy's arguments.
   ZENITH_FIXED_INLINE void finish() {
-    auto const cts = (*e.bwd)(std::get<1>(*r), std::as_const(adj));
+    if (++st.finished == st.users) reverse();
+  }
+
+ private:
+  void reverse() {
+    auto const cts = (*e.bwd)(std::get<1>(*st.r), std::as_const(st.adj));
     static_assert(std::tuple_size_v<std::remove_cvref_t<decltype(cts)>> == sizeof...(Args),
                   "zenith::custom_vjp: bwd must return a std::tuple with one cotangent per "
                   "argument");
     [&]<std::size_t... K>(std::index_sequence<K...>) { (pass<K>(std::get<K>(cts)), ...); }
     (std::index_sequence_for<Args...>{});
-  }
-
- private:
-  template <std::size_t K>
-  ZENITH_FIXED_INLINE void read_input() {
-    auto& t = std::get<K>(in);
-    auto& k = std::get<K>(kids);
-    for (std::size_t j = 0; j < t.count; ++j)
-      t[j] = typename std::remove_cvref_t<decltype(t)>::value_type(k.value(j));
   }
   template <std::size_t K, class G>
   ZENITH_FIXED_INLINE void pass(G const& ct) {
@@ -423,6 +587,7 @@ struct eval<staged_gather<Map, Shape, E>, Ctx> {
   eval(staged_gather<Map, Shape, E> const& e) : kid(e.child) {}  // NOLINT
   ZENITH_FIXED_INLINE void forward() { kid.forward(); }
   ZENITH_FIXED_INLINE auto value(std::size_t i) { return kid.value(Map::index(i)); }
+  static constexpr bool batches = false;
   ZENITH_FIXED_INLINE auto again(std::size_t i) { return kid.again(Map::index(i)); }
   template <class A>
   ZENITH_FIXED_INLINE void back(std::size_t i, A const& a) {
@@ -506,8 +671,9 @@ struct walk<staged_matmul<Dims, Shape, T, A, B>> {
     return reads<Slot>() == 1 && (walk<A>::template once<Slot>() || walk<B>::template once<Slot>());
   }
 };
-template <class Fwd, class Bwd, class Out, class... Args>
-struct walk<staged_custom<Fwd, Bwd, Out, Args...>> {  // bwd gives each argument a whole cotangent
+template <class Fwd, class Bwd, class R, class Out, class... Args>
+struct walk<staged_custom<Fwd, Bwd, R, Out, Args...>> {  // bwd gives each argument a whole
+                                                         // cotangent
   template <std::size_t Slot>
   static constexpr std::size_t reads() {
     return (walk<Args>::template reads<Slot>() + ... + 0);

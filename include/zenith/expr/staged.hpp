@@ -18,6 +18,8 @@
 // is a compile-time error that says so (at() below), never a silent constant.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -103,16 +105,32 @@ struct staged_gather : staged_base<Shape, value_t<E>> {
   explicit staged_gather(E c) : child(std::move(c)) {}
 };
 
+// What the copies of one staged_custom node share (a function that reads the rule's result
+// twice holds two copies of the node): fwd's result R = {output, residuals} and the output's
+// adjoint; fwd runs once, when the first copy's forward does, and bwd once, when the last copy
+// finishes.
+template <class R, class Out>
+struct staged_custom_state {
+  std::optional<R> r;
+  Out adj;
+  int users = 0, finished = 0;
+};
+
 // A user rule (custom_vjp) applied to staged arguments: a barrier whose forward is the user's
 // fwd on the arguments' values (as tensors), and whose reverse is the user's bwd on fwd's
 // residuals and the output's adjoint. Fwd and Bwd are held by pointer: the rule outlives the
-// staged call. Out is the tensor type of fwd's output.
-template <class Fwd, class Bwd, class Out, class... Args>
+// staged call. Out is the tensor type of fwd's output, R the type fwd returns.
+template <class Fwd, class Bwd, class R, class Out, class... Args>
 struct staged_custom : staged_base<typename Out::static_shape, typename Out::value_type> {
   Fwd const* fwd;
   Bwd const* bwd;
+  std::shared_ptr<staged_custom_state<R, Out>> state;
   std::tuple<Args...> args;
-  staged_custom(Fwd const* f, Bwd const* b, Args... a) : fwd(f), bwd(b), args(std::move(a)...) {}
+  staged_custom(Fwd const* f, Bwd const* b, Args... a)
+      : fwd(f),
+        bwd(b),
+        state(std::make_shared<staged_custom_state<R, Out>>()),
+        args(std::move(a)...) {}
 };
 
 namespace detail {

@@ -340,7 +340,7 @@ struct custom_vjp_fn {
                   "zenith::custom_vjp: on tensors, fwd must return std::pair{output tensor, "
                   "residuals}");
     using Out = tensor_of_t<value_t<O>, shape_of_t<O>>;
-    return staged_custom<Fwd, Bwd, Out, Args...>(fwd.get(), bwd.get(), args...);
+    return staged_custom<Fwd, Bwd, R, Out, Args...>(fwd.get(), bwd.get(), args...);
   }
 
   template <class... A>
