@@ -47,6 +47,16 @@ class shape {
     assign(dims.begin(), dims.end());
   }
 
+  // Dimensions known valid at compile time (a fixed_shape's): no checks, so that code asking a
+  // tensor's shape (x.shape().numel()) folds to a constant.
+  template <std::size_t R>
+  requires(R <= max_rank) static constexpr shape known(std::array<std::size_t, R> const& d) {
+    shape s;
+    for (std::size_t i = 0; i < R; ++i) s.dims_[i] = d[i];
+    s.rank_ = R;
+    return s;
+  }
+
   std::size_t size() const { return rank_; }  // number of dimensions
   bool empty() const { return rank_ == 0; }
   std::size_t operator[](std::size_t i) const { return dims_[i]; }
@@ -56,7 +66,7 @@ class shape {
   std::size_t back() const { return dims_[rank_ - 1]; }
 
   // Number of elements (1 for rank 0).
-  std::size_t numel() const {
+  constexpr std::size_t numel() const {
     std::size_t n = 1;
     for (std::size_t i = 0; i < rank_; ++i) n *= dims_[i];
     return n;

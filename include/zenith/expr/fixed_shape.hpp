@@ -14,12 +14,7 @@ struct fixed_shape {
   static constexpr std::size_t rank = sizeof...(N);
   static constexpr std::array<std::size_t, rank> dims{N...};
   static constexpr std::size_t size = (N * ... * std::size_t(1));
-  static zenith::shape dynamic() {
-    if constexpr (rank == 0)
-      return zenith::shape{};
-    else
-      return zenith::shape{N...};
-  }
+  static constexpr zenith::shape dynamic() { return zenith::shape::known(dims); }
   // Row-major stride of axis k.
   static constexpr std::size_t stride(std::size_t k) {
     std::size_t s = 1;
