@@ -23,6 +23,7 @@
 #include "../backend/cpu/layer_norm.hpp"
 #include "../backend/cpu/matmul.hpp"
 #include "../backend/cpu/softmax.hpp"
+#include "../core/apply.hpp"
 #include "../expr/concat.hpp"
 #include "../expr/conv.hpp"
 #include "../expr/elementwise.hpp"
@@ -160,7 +161,7 @@ struct reverse<map_node<Op, Cs...>> {
       auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
         if constexpr (takes_cotangent<J>) {
           auto const& c = std::get<J>(e.children);
-          auto local = std::apply(
+          auto local = zenith::detail::apply(
               [&](auto const&... xs) { return Op::template partial<J>(y, xs...); }, e.children);
           if constexpr (J == last_taker)
             backward(c, detail::to_child(c, std::forward<G>(ct) * std::move(local)), sink);

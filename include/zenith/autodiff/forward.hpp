@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../backend/cpu/evaluate.hpp"
+#include "../core/apply.hpp"
 #include "../core/creation.hpp"
 #include "../core/small_map.hpp"
 #include "../core/trace.hpp"
@@ -117,7 +118,7 @@ struct forward<map_node<Op, Cs...>> {
       if constexpr (std::tuple_size_v<decltype(terms)> == 0)
         return detail::constant_zero_tangent(e);
       else
-        return std::apply(
+        return zenith::detail::apply(
             [&](auto const&... t) {
               return broadcast_to(zenith::detail::convert<T>((t + ...)), e.shape());
             },
@@ -131,8 +132,8 @@ struct forward<map_node<Op, Cs...>> {
     if constexpr (!operand_differentiable_v<Op, J, Cs...>) {
       return std::tuple<>{};
     } else {
-      auto local = std::apply([&](auto const&... xs) { return Op::template partial<J>(y, xs...); },
-                              e.children);
+      auto local = zenith::detail::apply(
+          [&](auto const&... xs) { return Op::template partial<J>(y, xs...); }, e.children);
       return std::tuple{
           zenith::detail::convert<T>(local * tangent_of(std::get<J>(e.children), ts))};
     }
@@ -280,7 +281,7 @@ struct forward<concat_node<Op, std::vector<E>>> {
 template <class Op, class... Es>
 struct forward<concat_node<Op, std::tuple<Es...>>> {
   static auto run(concat_node<Op, std::tuple<Es...>> const& e, tangents const& ts) {
-    return std::apply(
+    return zenith::detail::apply(
         [&](auto const&... p) {
           using Parts = std::tuple<decltype(tangent_of(p, ts))...>;
           return concat_node<Op, Parts>(Parts(tangent_of(p, ts)...), int(e.axis));

@@ -24,6 +24,7 @@
 #include "../backend/cpu/evaluate.hpp"
 #include "../backend/cpu/layer_norm.hpp"
 #include "../backend/cpu/softmax.hpp"
+#include "../core/apply.hpp"
 #include "../expr/concat.hpp"
 #include "../expr/conv.hpp"
 #include "../expr/layer_norm.hpp"
@@ -265,13 +266,13 @@ struct memoizer<map_node<Op, Cs...>> {
   using M = memoized_t<P>;
   template <int Level>
   static M run(P const& e) {
-    return std::apply([](auto const&... c) { return M(memoize_child<P, Level>(c)...); },
-                      e.children);
+    return zenith::detail::apply([](auto const&... c) { return M(memoize_child<P, Level>(c)...); },
+                                 e.children);
   }
   template <int Level, class Queue>
   static M run(P const& e, Queue& queue) {
-    return std::apply([&](auto const&... c) { return M(memoize_child<P, Level>(c, queue)...); },
-                      e.children);
+    return zenith::detail::apply(
+        [&](auto const&... c) { return M(memoize_child<P, Level>(c, queue)...); }, e.children);
   }
 };
 template <class V, class C>
@@ -365,7 +366,7 @@ struct memoizer<concat_node<Op, std::tuple<Es...>>> {
   using P = concat_node<Op, std::tuple<Es...>>;
   template <int Level>
   static memoized_t<P> run(P const& e) {
-    return memo<Level>(std::apply(
+    return memo<Level>(zenith::detail::apply(
         [&](auto const&... p) {
           return concat_node<Op, std::tuple<memoized_child_t<P, Es>...>>(
               std::tuple<memoized_child_t<P, Es>...>(memoize_child<P, Level>(p)...), int(e.axis));

@@ -31,6 +31,7 @@
 #include <utility>
 
 #include "../backend/cpu/fixed_eval.hpp"
+#include "../core/apply.hpp"
 #include "../expr/fixed_ops.hpp"
 #include "../expr/node.hpp"
 #include "../expr/staged.hpp"
@@ -180,7 +181,7 @@ requires(zenith::detail::staged_node<map_node<Op, Cs...>>()) struct eval<map_nod
   std::tuple<gathered_t<Cs>...> gathered{};
 
   eval(node const& e)  // NOLINT
-      : kids(std::apply([](Cs const&... c) { return kids_t(c...); }, e.children)) {}
+      : kids(zenith::detail::apply([](Cs const&... c) { return kids_t(c...); }, e.children)) {}
 
   template <std::size_t K>
   static constexpr std::size_t at(std::size_t i) {
@@ -219,7 +220,7 @@ requires(zenith::detail::staged_node<map_node<Op, Cs...>>()) struct eval<map_nod
   }
 
   ZENITH_FIXED_INLINE void forward() {
-    std::apply([](auto&... k) ZENITH_FIXED_LAMBDA { (k.forward(), ...); }, kids);
+    zenith::detail::apply([](auto&... k) ZENITH_FIXED_LAMBDA { (k.forward(), ...); }, kids);
     [&]<std::size_t... K>(std::index_sequence<K...>) ZENITH_FIXED_LAMBDA {
       ((gathers<Cs>() ? void(std::get<K>(gathered) = gathered_t<Cs>()) : void()), ...);
     }
@@ -269,7 +270,7 @@ requires(zenith::detail::staged_node<map_node<Op, Cs...>>()) struct eval<map_nod
     using C = std::tuple_element_t<K, std::tuple<Cs...>>;
     if constexpr (zenith::detail::staged_node<C>() && takes_gradient<Op>(K)) {
       using KV = std::remove_cvref_t<std::tuple_element_t<K, X>>;
-      auto const p = std::apply(
+      auto const p = zenith::detail::apply(
           [&](auto const&... x) ZENITH_FIXED_LAMBDA { return Op::template partial<K>(y, x...); },
           xs);
       if constexpr (gathers<C>())
@@ -535,8 +536,8 @@ struct eval<staged_custom<Fwd, Bwd, R, Out, Args...>, Ctx> {
   eval(node const& x)  // NOLINT
       : e(x),
         st(*x.state),
-        kids(std::apply([](Args const&... a) { return std::tuple<eval<Args, Ctx>...>(a...); },
-                        x.args)) {
+        kids(zenith::detail::apply(
+            [](Args const&... a) { return std::tuple<eval<Args, Ctx>...>(a...); }, x.args)) {
     ++st.users;
   }
 

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "apply.hpp"
 #include "array.hpp"
 
 namespace zenith {
@@ -77,7 +78,7 @@ struct tree_node<std::tuple<X...>> {
   using children = std::tuple<X...>;
   template <class V, class F>
   static void visit(V& v, F&& f) {
-    std::apply([&](auto&... x) { (f(x), ...); }, v);
+    zenith::detail::apply([&](auto&... x) { (f(x), ...); }, v);
   }
 };
 
@@ -113,7 +114,7 @@ decltype(auto) fields_of(S& s) {
     return s.fields();
 }
 template <class S>
-using field_types = decltype(std::apply(
+using field_types = decltype(zenith::detail::apply(
     [](auto&... f) { return std::tuple<std::remove_cvref_t<decltype(f)>...>{}; },
     fields_of(std::declval<S&>())));
 }  // namespace detail
@@ -128,7 +129,7 @@ requires(std::is_class_v<S> &&
   static void visit(V& v, F&& f) {
     // Read-only visits reach the fields through the same accessor and pass them on as const.
     auto&& fs = detail::fields_of(const_cast<std::remove_const_t<V>&>(v));
-    std::apply(
+    zenith::detail::apply(
         [&](auto&... x) {
           if constexpr (std::is_const_v<V>)
             (f(std::as_const(x)), ...);

@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "../core/apply.hpp"
 #include "../core/expr_base.hpp"
 #include "../core/shape.hpp"
 #include "fixed_shape.hpp"
@@ -66,7 +67,7 @@ struct map_node : expr_base {
 
   template <class F>
   void for_each_array(F&& f) const {
-    std::apply([&](auto const&... c) { (c.for_each_array(f), ...); }, children);
+    zenith::detail::apply([&](auto const&... c) { (c.for_each_array(f), ...); }, children);
   }
 
   // Fixed-size evaluation: the value at flat index i (unrolled by the tensor evaluator).

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "../autodiff/tape.hpp"
+#include "../core/apply.hpp"
 #include "../core/trace.hpp"
 #include "custom_vjp.hpp"
 
@@ -55,7 +56,8 @@ struct checkpoint_entry final : tape_entry {
     {
       trace_scope scope(st);  // the arguments' buffers are traced still: f records again
       sub_tape guard(*st);
-      again = std::apply([&](auto const&... a) { return evaluate_as<T>((*f)(a...)); }, args);
+      again =
+          zenith::detail::apply([&](auto const&... a) { return evaluate_as<T>((*f)(a...)); }, args);
       sub = guard.release();
     }
     if (!st->reads_traced(again.storage().get()) || again.shape() != ct->shape()) {

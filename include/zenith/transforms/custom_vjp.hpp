@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "../autodiff/tape.hpp"
+#include "../core/apply.hpp"
 #include "../core/trace.hpp"
 #include "../core/tree.hpp"
 #include "../expr/fixed_ops.hpp"  // tensor_of_t, shape_of_t
@@ -180,8 +181,8 @@ struct custom_fwd_step {
 
   void run() {
     std::size_t k = 0;
-    std::apply([&](auto&... a) { (point_args_at(a, reads, k), ...); }, args);
-    result->emplace(std::apply(*fwd, std::as_const(args)));
+    zenith::detail::apply([&](auto&... a) { (point_args_at(a, reads, k), ...); }, args);
+    result->emplace(zenith::detail::apply(*fwd, std::as_const(args)));
     auto const& value = std::get<0>(**result);
     if (value.shape() != shape)
       throw shape_error("custom_vjp: fwd returned an output of shape " + value.shape().str() +
@@ -281,8 +282,8 @@ struct custom_vjp_entry final : tape_entry {
   // The rule as a recorded step (custom_bwd_step); its cotangents are the recording's buffers.
   void pull_recorded(autodiff::cotangents& cts, array<T> ct) {
     std::vector<void*> writes;
-    Args grads =
-        std::apply([&](auto const&... a) { return Args{cotangent_buffers(a, writes)...}; }, args);
+    Args grads = zenith::detail::apply(
+        [&](auto const&... a) { return Args{cotangent_buffers(a, writes)...}; }, args);
     T const* at = ct.data();
     custom_bwd_step<T, Bwd, R, Args> step{bwd, result, std::move(ct), at, grads, std::move(writes)};
     run_step(step);

@@ -23,6 +23,7 @@
 #include "../autodiff/backward.hpp"
 #include "../autodiff/fused_value.hpp"
 #include "../autodiff/tape.hpp"
+#include "../core/apply.hpp"
 #include "../core/creation.hpp"
 #include "../core/tensor.hpp"
 #include "../core/trace.hpp"
@@ -272,7 +273,7 @@ auto vjp(F f, Args const&... args) {
   auto traced = std::make_tuple(detail::traced_tree(args, *st, "vjp")...);
   auto out = [&] {
     detail::trace_scope scope(st.get());
-    return std::apply(f, traced);
+    return zenith::detail::apply(f, traced);
   }();
   using Out = decltype(out);
   static_assert(expression<Out>, "zenith::vjp: the function must return an array expression");
@@ -291,7 +292,7 @@ auto vjp(F f, Args const&... args) {
     autodiff::cotangents cts(*st);
     autodiff::backward(forward, detail::convert<T>(ct), cts);
     autodiff::pull_tape(*st, cts, autodiff::tape_use::keep);
-    return std::apply(
+    return zenith::detail::apply(
         [&](auto const&... t) { return std::make_tuple(detail::gradient_tree(t, cts)...); },
         traced);
   };

@@ -17,6 +17,7 @@
 
 #include "../autodiff/forward.hpp"
 #include "../autodiff/tape.hpp"
+#include "../core/apply.hpp"
 #include "../core/trace.hpp"
 #include "../core/tree.hpp"
 #include "grad.hpp"
@@ -70,7 +71,7 @@ auto jvp(F f, std::tuple<P...> const& primals, std::tuple<Q...> const& tangents)
 
   auto out = [&] {
     detail::trace_scope scope(&st);
-    return std::apply(f, traced);
+    return zenith::detail::apply(f, traced);
   }();
   using Out = decltype(out);
   static_assert(expression<Out>, "zenith::jvp: the function must return an array expression");

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "../../core/apply.hpp"
 #include "../../core/array.hpp"
 #include "../../expr/node.hpp"  // and xsimd, through expr/ops.hpp
 #include "../../expr/reshape.hpp"
@@ -241,19 +242,19 @@ struct map_eval {
 
   template <class F>
   void for_each_leaf(F&& f) {
-    std::apply([&](auto&... c) { (c.for_each_leaf(f), ...); }, children);
+    zenith::detail::apply([&](auto&... c) { (c.for_each_leaf(f), ...); }, children);
   }
   void start_row(std::int64_t const* idx, std::size_t r) {
-    std::apply([&](auto&... c) { (c.start_row(idx, r), ...); }, children);
+    zenith::detail::apply([&](auto&... c) { (c.start_row(idx, r), ...); }, children);
   }
   compute_type scalar(std::int64_t j) const {
-    return std::apply([&](auto const&... c) { return compute_type(Op::apply(c.scalar(j)...)); },
-                      children);
+    return zenith::detail::apply(
+        [&](auto const&... c) { return compute_type(Op::apply(c.scalar(j)...)); }, children);
   }
   template <row_access A>
   auto simd(std::int64_t j) const {
-    return std::apply([&](auto const&... c) { return Op::simd(c.template simd<A>(j)...); },
-                      children);
+    return zenith::detail::apply(
+        [&](auto const&... c) { return Op::simd(c.template simd<A>(j)...); }, children);
   }
   template <class Lane>
   static constexpr bool vectorizable() {
@@ -363,7 +364,7 @@ struct evaluator_for<map_node<Op, Cs...>> {
   using type = map_eval<Op, evaluator_t<Cs>...>;
   static type build(map_node<Op, Cs...> const& e) {
     zenith::shape s = e.shape();
-    return std::apply(
+    return zenith::detail::apply(
         [&](auto const&... c) { return type{std::tuple<evaluator_t<Cs>...>{child(c, s)...}}; },
         e.children);
   }

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "../../core/apply.hpp"
 #include "../../core/dtype.hpp"
 #include "../../core/shape.hpp"
 #include "../cpu/evaluator.hpp"
@@ -165,8 +166,8 @@ struct device_expr<map_eval<Op, Es...>> {
   }
   template <class F>
   static void for_each_scalar(map_eval<Op, Es...> const& ev, F&& f) {
-    std::apply([&](auto const&... c) { (device_expr<Es>::for_each_scalar(c, f), ...); },
-               ev.children);
+    zenith::detail::apply([&](auto const&... c) { (device_expr<Es>::for_each_scalar(c, f), ...); },
+                          ev.children);
   }
 };
 

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "../../core/apply.hpp"
 #include "../../core/array.hpp"
 #include "../../expr/node.hpp"
 #include "../../expr/reduce.hpp"
@@ -88,7 +89,7 @@ struct lowering<scalar_node<T>> {
 template <class Op, class... Cs>
 requires(lowerable<Cs>&&...) struct lowering<map_node<Op, Cs...>> {
   static auto lower(device d, map_node<Op, Cs...> const& e) {
-    return std::apply(
+    return zenith::detail::apply(
         [&](auto const&... c) {
           return map_node<Op, lowered_t<Cs>...>(cuda_backend::lower(d, c)...);
         },
