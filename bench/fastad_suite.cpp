@@ -155,17 +155,32 @@ bool with_fixed_size(std::size_t n, F&& f) {
   (std::make_index_sequence<max_fixed_log2 + 1>{});
 }
 
+// What the check compares: the value and every gradient, flattened.
+struct result {
+  double value = 0;
+  std::vector<vec> grads;
+};
+
+// The fixed-size variant of a case whose one argument is the vector x, at size N.
+template <class Case, std::size_t N>
+struct vector_fixed {
+  zn::tensor<double, N> x;
+  explicit vector_fixed(Case const& c) : x(to_tensor<N>(c.x)) {}
+  auto run() const {
+    static auto const f = zn::jit(zn::value_and_grad(Case::function));
+    return f(x);
+  }
+  result get() const {
+    auto [v, gx] = run();
+    return {double(v), {from_tensor(gx)}};
+  }
+};
+
 // A case's fixed-size variant: Case::fixed<N>, built from the case's data, with run() giving
 // {value, gradients} and get() the result to check.
 template <class Case>
 concept has_fixed = requires {
   typename Case::template fixed<1>;
-};
-
-// What the check compares: the value and every gradient, flattened.
-struct result {
-  double value = 0;
-  std::vector<vec> grads;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -239,18 +254,7 @@ struct sum_case {
     return {v.item(), {from_zn(gx)}};
   }
   template <std::size_t N>
-  struct fixed {
-    zn::tensor<double, N> x;
-    explicit fixed(sum_case const& c) : x(to_tensor<N>(c.x)) {}
-    auto run() const {
-      static auto const f = zn::jit(zn::value_and_grad(function));
-      return f(x);
-    }
-    result get() const {
-      auto [v, gx] = run();
-      return {double(v), {from_tensor(gx)}};
-    }
-  };
+  using fixed = vector_fixed<sum_case, N>;
 
   void hand() {
     double const* px = x.data();
@@ -310,18 +314,7 @@ struct log_sum_exp_case {
     return {v.item(), {from_zn(gx)}};
   }
   template <std::size_t N>
-  struct fixed {
-    zn::tensor<double, N> x;
-    explicit fixed(log_sum_exp_case const& c) : x(to_tensor<N>(c.x)) {}
-    auto run() const {
-      static auto const f = zn::jit(zn::value_and_grad(function));
-      return f(x);
-    }
-    result get() const {
-      auto [v, gx] = run();
-      return {double(v), {from_tensor(gx)}};
-    }
-  };
+  using fixed = vector_fixed<log_sum_exp_case, N>;
 
   // As FastAD does it: exp(x) is kept (in the gradient's buffer) and scaled by 1 / sum.
   void hand() {
@@ -388,18 +381,7 @@ struct normal_log_pdf_case {
     return {v.item(), {from_zn(gx)}};
   }
   template <std::size_t N>
-  struct fixed {
-    zn::tensor<double, N> x;
-    explicit fixed(normal_log_pdf_case const& c) : x(to_tensor<N>(c.x)) {}
-    auto run() const {
-      static auto const f = zn::jit(zn::value_and_grad(function));
-      return f(x);
-    }
-    result get() const {
-      auto [v, gx] = run();
-      return {double(v), {from_tensor(gx)}};
-    }
-  };
+  using fixed = vector_fixed<normal_log_pdf_case, N>;
 
   void hand() {
     double const* px = x.data();
