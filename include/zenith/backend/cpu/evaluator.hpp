@@ -234,44 +234,45 @@ struct scalar_eval {
   }
 };
 
-template <class Op, class... Es>
-struct map_eval {
+// map_eval's members expand the children over an index pack of the class instead of through
+// apply and a generic lambda: a test file instantiates thousands of node types, and each member
+// then costs one instantiation instead of four.
+template <class Op, class Indices, class... Es>
+struct map_eval_members;
+
+template <class Op, std::size_t... I, class... Es>
+struct map_eval_members<Op, std::index_sequence<I...>, Es...> {
   using value_type = op_result_t<Op, typename Es::value_type...>;
   using compute_type = compute_t<value_type>;
   std::tuple<Es...> children;
 
   template <class F>
   void for_each_leaf(F&& f) {
-    zenith::detail::apply([&](auto&... c) { (c.for_each_leaf(f), ...); }, children);
+    (std::get<I>(children).for_each_leaf(f), ...);
   }
   void start_row(std::int64_t const* idx, std::size_t r) {
-    zenith::detail::apply([&](auto&... c) { (c.start_row(idx, r), ...); }, children);
+    (std::get<I>(children).start_row(idx, r), ...);
   }
   compute_type scalar(std::int64_t j) const {
-    return zenith::detail::apply(
-        [&](auto const&... c) { return compute_type(Op::apply(c.scalar(j)...)); }, children);
+    return compute_type(Op::apply(std::get<I>(children).scalar(j)...));
   }
   template <row_access A>
   auto simd(std::int64_t j) const {
-    return zenith::detail::apply(
-        [&](auto const&... c) { return Op::simd(c.template simd<A>(j)...); }, children);
+    return Op::simd(std::get<I>(children).template simd<A>(j)...);
   }
   template <class Lane>
   static constexpr bool vectorizable() {
     // bool results are fine inside the tree (batch_bool), but only ops that declare it take a
     // mask as an operand (where's condition, cast); a bool leaf is never vectorized.
     return (Es::template vectorizable<Lane>() && ...) &&
-           masks_ok(std::index_sequence_for<Es...>{}) &&
+           ((!std::is_same_v<typename Es::compute_type, bool> || takes_mask<Op>(I)) && ...) &&
            (std::is_same_v<compute_type, bool> ||
             (simd_type_v<compute_type> && sizeof(compute_type) == sizeof(Lane)));
   }
-
- private:
-  template <std::size_t... I>
-  static constexpr bool masks_ok(std::index_sequence<I...>) {
-    return ((!std::is_same_v<typename Es::compute_type, bool> || takes_mask<Op>(I)) && ...);
-  }
 };
+
+template <class Op, class... Es>
+struct map_eval : map_eval_members<Op, std::index_sequence_for<Es...>, Es...> {};
 
 // The xsimd lane type of an evaluator: its compute type, except that a bool-valued node (a
 // comparison) computes batch_bool masks of its operands' lane type.
@@ -365,7 +366,7 @@ struct evaluator_for<map_node<Op, Cs...>> {
   static type build(map_node<Op, Cs...> const& e) {
     zenith::shape s = e.shape();
     return zenith::detail::apply(
-        [&](auto const&... c) { return type{std::tuple<evaluator_t<Cs>...>{child(c, s)...}}; },
+        [&](auto const&... c) { return type{{std::tuple<evaluator_t<Cs>...>{child(c, s)...}}}; },
         e.children);
   }
   template <class C>
