@@ -31,6 +31,7 @@
 #include "core/error.hpp"
 #include "core/shape.hpp"
 #include "core/tensor.hpp"
+#include "core/tensor_ref.hpp"
 #include "core/trace.hpp"
 #include "core/tree.hpp"
 #include "expr/concat.hpp"

@@ -110,7 +110,7 @@ struct kept_values<true, Y, Size> {
 // element.
 template <class E, class Ctx>
 requires(!zenith::detail::staged_node<E>()) struct eval<E, Ctx> {
-  static constexpr bool direct = is_tensor_v<E> || is_scalar_node_v<E>;
+  static constexpr bool direct = is_tensor_like_v<E> || is_scalar_node_v<E>;
   using held =
       std::conditional_t<direct, E const&,
                          zenith::detail::tensor_of_t<value_t<E>, zenith::detail::shape_of_t<E>>>;
@@ -513,6 +513,20 @@ struct rule_input<staged_tensor<Slot, T, N...>> {
     t = k.values;
   }
   tensor<T, N...> const& get() const { return *t; }
+};
+template <class Arg>
+requires is_tensor_like_v<Arg>
+struct rule_input<Arg> {  // a constant tensor: read where it is
+  using tensor_t = zenith::detail::tensor_of_t<value_t<Arg>, zenith::detail::shape_of_t<Arg>>;
+  tensor_t const* t = nullptr;
+  template <class Ev>
+  ZENITH_FIXED_INLINE void read(Ev& k) {
+    if constexpr (is_tensor_ref_v<Arg>)
+      t = &k.e.get();
+    else
+      t = &k.e;
+  }
+  tensor_t const& get() const { return *t; }
 };
 // f's result, made where it is to live (std::optional::emplace constructs from the conversion).
 template <class F>

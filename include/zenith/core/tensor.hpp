@@ -127,6 +127,12 @@ struct is_tensor<tensor<T, N...>> : std::true_type {};
 template <class T>
 inline constexpr bool is_tensor_v = detail::is_tensor<std::remove_cvref_t<T>>::value;
 
+// The tag of tensor's constructor that leaves the elements unset, for code that writes every
+// element next: `zn::tensor<double, 4096> u(zn::uninitialized);` (a default-constructed tensor
+// is zeros, a pass over its memory).
+using detail::uninitialized;
+using detail::uninitialized_t;
+
 template <class T, std::size_t... N>
 class tensor : public expr_base {
   static_assert(std::is_object_v<T> && !std::is_const_v<T> && !std::is_volatile_v<T> &&

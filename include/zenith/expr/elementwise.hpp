@@ -111,6 +111,26 @@ auto apply_op(X const&... x) {
 
 }  // namespace detail
 
+namespace detail {
+template <class E>
+inline constexpr bool staged_exp_node = false;
+template <class C>
+inline constexpr bool staged_exp_node<map_node<ops::exp, C>> = staged_node<map_node<ops::exp, C>>();
+}  // namespace detail
+
+// log. In a staged tensor function (jit of a gradient on tensors, expr/staged.hpp), whose whole
+// graph becomes generated code as XLA's does, log(exp(x)) is x: exact wherever exp(x) is
+// finite, and right where it is not (exp overflows at x = 710, and log of that is inf). It
+// comes up in log-densities with a log-scale parameter, normal(y; 0, exp(h / 2)), where it
+// saves an exp and a log per element. Everywhere else log is computed as written.
+template <expression E>
+auto log(E&& e) {
+  if constexpr (detail::staged_exp_node<std::remove_cvref_t<E>>)
+    return std::get<0>(std::forward<E>(e).children);
+  else
+    return detail::make_map<ops::log>(std::forward<E>(e));
+}
+
 // Unary functions.
 #define ZENITH_UNARY_FN(NAME, OP)                         \
   template <expression E>                                 \
@@ -120,7 +140,6 @@ auto apply_op(X const&... x) {
 ZENITH_UNARY_FN(abs, abs)
 ZENITH_UNARY_FN(sign, sign)
 ZENITH_UNARY_FN(exp, exp)
-ZENITH_UNARY_FN(log, log)
 ZENITH_UNARY_FN(log1p, log1p)
 ZENITH_UNARY_FN(expm1, expm1)
 ZENITH_UNARY_FN(sqrt, sqrt)

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "../core/tensor.hpp"
+#include "../core/tensor_ref.hpp"
 #include "elementwise.hpp"
 #include "fixed_shape.hpp"
 #include "ops.hpp"
@@ -77,6 +78,8 @@ template <fixed_expression E>
 ZENITH_FIXED_INLINE decltype(auto) fixed_materialize(E const& e) {
   if constexpr (is_tensor_v<E>)
     return (e);
+  else if constexpr (is_tensor_ref_v<E>)
+    return e.get();
   else
     return tensor_of_t<value_t<E>, shape_of_t<E>>(e);
 }
@@ -427,7 +430,7 @@ requires(sizeof...(M) >= 1) ZENITH_FIXED_INLINE auto reshape(E const& e) {
     return staged_gather<detail::same_order, fixed_shape<M...>, E>(e);
   } else if constexpr ((M * ... * std::size_t(1)) == S::size) {
     tensor<value_t<E>, M...> out;
-    if constexpr (is_tensor_v<E>)
+    if constexpr (is_tensor_like_v<E>)
       out.values() = e.values();
     else
       detail::fixed_assign<value_t<E>, S::size>(out.data(), e);  // row-major order is kept

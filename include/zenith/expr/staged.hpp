@@ -18,14 +18,16 @@
 // is a compile-time error that says so (at() below), never a silent constant.
 #include <cstddef>
 #include <cstdint>
-#include <memory>
+#include <new>
 #include <optional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
+#include "../core/error.hpp"
 #include "../core/expr_base.hpp"
 #include "../core/shape.hpp"
+#include "../core/small_vector.hpp"
 #include "../core/tensor.hpp"
 #include "fixed_shape.hpp"
 
@@ -105,31 +107,103 @@ struct staged_gather : staged_base<Shape, value_t<E>> {
   explicit staged_gather(E c) : child(std::move(c)) {}
 };
 
+namespace detail {
+// Where a staged call keeps what its nodes share (staged_custom_state below), from when the
+// function builds its expression until the call returns: one per staged call, on its stack
+// (transforms/staged_grad.hpp), the innermost found through a thread-local pointer. Objects
+// that fit its inline bytes take no heap, and the nodes that share one hold a plain pointer: no
+// reference count (whose atomic updates, one per copy of a node as the expression is built, and
+// the allocation were a third of a small staged gradient with a user rule).
+class staged_arena {
+ public:
+  staged_arena() : prev_(top()) { top() = this; }
+  ~staged_arena() {
+    for (std::size_t k = items_.size(); k-- > 0;) items_[k].destroy(items_[k].p);
+    top() = prev_;
+  }
+  staged_arena(staged_arena const&) = delete;
+  staged_arena& operator=(staged_arena const&) = delete;
+
+  // A value-initialised T in the innermost staged call's arena, destroyed when that call returns.
+  template <class T>
+  static T* make() {
+    staged_arena* a = top();
+    if (!a)
+      throw value_error(
+          "zenith: a staged node was built outside a staged call (zn::jit of a gradient of "
+          "tensors)");
+    return a->emplace<T>();
+  }
+
+ private:
+  struct item {
+    void* p;
+    void (*destroy)(void*);
+  };
+  template <class T>
+  T* emplace() {
+    std::size_t const at = (used_ + alignof(T) - 1) / alignof(T) * alignof(T);
+    bool const inline_fit = alignof(T) <= alignof(std::max_align_t) && at + sizeof(T) <= bytes;
+    void* mem = inline_fit ? static_cast<void*>(buf_ + at) : ::operator new(sizeof(T));
+    void (*destroy)(void*) =
+        inline_fit ? +[](void* q) { static_cast<T*>(q)->~T(); } : +[](void* q) {
+          static_cast<T*>(q)->~T();
+          ::operator delete(q);
+        };
+    T* t = nullptr;
+    try {
+      t = ::new (mem) T();
+      items_.emplace_back(item{t, destroy});
+    } catch (...) {
+      if (t) t->~T();
+      if (!inline_fit) ::operator delete(mem);
+      throw;
+    }
+    if (inline_fit) used_ = at + sizeof(T);
+    return t;
+  }
+  static staged_arena*& top() {
+    thread_local staged_arena* a = nullptr;
+    return a;
+  }
+
+  static constexpr std::size_t bytes = 512;
+  staged_arena* prev_;
+  alignas(std::max_align_t) std::byte buf_[bytes];
+  std::size_t used_ = 0;
+  small_vector<item, 4> items_;
+};
+}  // namespace detail
+
 // What the copies of one staged_custom node share (a function that reads the rule's result
 // twice holds two copies of the node): fwd's result R = {output, residuals} and the output's
 // adjoint; fwd runs once, when the first copy's forward does, and bwd once, when the last copy
-// finishes.
+// finishes. It lives in the staged call's arena (detail::staged_arena).
 template <class R, class Out>
 struct staged_custom_state {
   std::optional<R> r;
-  Out adj;
+  Out adj;  // zeroed by the forward pass that runs fwd
   int users = 0, finished = 0;
+  // Not value-initialised: that would zero the whole state (the output, fwd's residuals and the
+  // adjoint), a pass over memory that nothing reads.
+  staged_custom_state() : adj(detail::uninitialized) {}
 };
 
 // A user rule (custom_vjp) applied to staged arguments: a barrier whose forward is the user's
 // fwd on the arguments' values (as tensors), and whose reverse is the user's bwd on fwd's
 // residuals and the output's adjoint. Fwd and Bwd are held by pointer: the rule outlives the
-// staged call. Out is the tensor type of fwd's output, R the type fwd returns.
+// staged call, and so does the state, in the call's arena. Out is the tensor type of fwd's
+// output, R the type fwd returns.
 template <class Fwd, class Bwd, class R, class Out, class... Args>
 struct staged_custom : staged_base<typename Out::static_shape, typename Out::value_type> {
   Fwd const* fwd;
   Bwd const* bwd;
-  std::shared_ptr<staged_custom_state<R, Out>> state;
+  staged_custom_state<R, Out>* state;
   std::tuple<Args...> args;
   staged_custom(Fwd const* f, Bwd const* b, Args... a)
       : fwd(f),
         bwd(b),
-        state(std::make_shared<staged_custom_state<R, Out>>()),
+        state(detail::staged_arena::make<staged_custom_state<R, Out>>()),
         args(std::move(a)...) {}
 };
 

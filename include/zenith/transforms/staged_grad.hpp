@@ -16,8 +16,9 @@
 // a staged argument is a compile-time error that says so.
 //
 // Results are those of grad on tensors: the value as a rank-0 tensor, the gradient a tensor like
-// its argument for one argnum and a std::tuple of them for several. Arguments that are not
-// differentiated (tensors, numbers, anything) reach the function as they are.
+// its argument for one argnum and a std::tuple of them for several. A tensor argument that is
+// not differentiated reaches the function as a tensor_ref to the caller's tensor (read in place,
+// not copied into the expression); other arguments as they are.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +28,7 @@
 
 #include "../autodiff/staged_reverse.hpp"
 #include "../core/tensor.hpp"
+#include "../core/tensor_ref.hpp"
 #include "grad.hpp"
 #include "jacrev.hpp"  // is_float_tensor_v, tensor_grad_pick
 
@@ -36,6 +38,20 @@ namespace zenith::detail {
 template <std::size_t Slot, class T, std::size_t... N>
 staged_tensor<Slot, T, N...> stage(tensor<T, N...> const& x, tensor<T, N...>& g) {
   return staged_tensor<Slot, T, N...>(&x, &g);
+}
+
+// What f receives for argument K: the staged leaf of a differentiated argument; for a tensor
+// that is not differentiated, a tensor_ref (the caller's tensor outlives the call, and an
+// expression that holds a tensor by value copies its elements each time it is built into a
+// larger one); anything else as it is.
+template <std::size_t K, std::size_t... I, class In, class Leaves>
+ZENITH_FIXED_INLINE decltype(auto) staged_pick(In const& in, Leaves const& leaves) {
+  if constexpr (argnum_slot<K, I...>() < sizeof...(I))
+    return tensor_grad_pick<K, I...>(in, leaves);
+  else if constexpr (is_tensor_v<std::tuple_element_t<K, In>>)
+    return tensor_ref(std::get<K>(in));
+  else
+    return tensor_grad_pick<K, I...>(in, leaves);
 }
 
 // The gradient tensors of the arguments I... of a call whose argument types are In (a tuple):
@@ -79,13 +95,14 @@ auto unset_gradient_args() {
 // added into. The result object is the caller's, so no tensor is copied on the way out.
 template <class F, std::size_t... I, class G, class... Args>
 auto staged_value_into(F const& f, argnums_t<I...>, G& grads, Args const&... args) {
+  detail::staged_arena arena;  // what the expression's nodes share; outlives y
   auto const in = std::forward_as_tuple(args...);
   auto const leaves = [&]<std::size_t... J>(std::index_sequence<J...>) {
     return std::make_tuple(stage<J>(std::get<I>(in), staged_grad_slot<J>(grads))...);
   }
   (std::index_sequence_for<std::integral_constant<std::size_t, I>...>{});
   auto const y = [&]<std::size_t... K>(std::index_sequence<K...>) {
-    return f(tensor_grad_pick<K, I...>(in, leaves)...);
+    return f(staged_pick<K, I...>(in, leaves)...);
   }
   (std::index_sequence_for<Args...>{});
   using Y = std::remove_cvref_t<decltype(y)>;

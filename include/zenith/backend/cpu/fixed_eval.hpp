@@ -152,7 +152,7 @@ ZENITH_FIXED_INLINE void fixed_reduce(R* out, E const& e) {
     static_for<n_out>([&](auto o) ZENITH_FIXED_LAMBDA {
       std::size_t const base = o * group;
       C r;
-      if constexpr (is_tensor_v<E> && std::is_same_v<value_t<E>, C>)
+      if constexpr (is_tensor_like_v<E> && std::is_same_v<value_t<E>, C>)
         r = fold_vector<Op, group, lanes, C>([x = e.data() + base](std::size_t k)
                                                  ZENITH_FIXED_LAMBDA { return x[k]; });
       else
