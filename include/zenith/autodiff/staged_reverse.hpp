@@ -521,10 +521,7 @@ struct rule_input<Arg> {  // a constant tensor: read where it is
   tensor_t const* t = nullptr;
   template <class Ev>
   ZENITH_FIXED_INLINE void read(Ev& k) {
-    if constexpr (is_tensor_ref_v<Arg>)
-      t = &k.e.get();
-    else
-      t = &k.e;
+    t = &zenith::detail::fixed_materialize(k.e);  // the tensor itself, for both
   }
   tensor_t const& get() const { return *t; }
 };

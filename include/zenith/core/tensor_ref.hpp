@@ -18,6 +18,7 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 #include "expr_base.hpp"
@@ -58,9 +59,7 @@ class tensor_ref : public expr_base {
   constexpr std::uint8_t entry_flags(std::size_t i) const { return t_->entry_flags(i); }
 
   // The fixed-size evaluation protocol (see map_node::at).
-  ZENITH_FIXED_INLINE constexpr compute_t<T> at(std::size_t i) const {
-    return compute_t<T>(t_->data()[i]);
-  }
+  ZENITH_FIXED_INLINE constexpr compute_t<T> at(std::size_t i) const { return t_->at(i); }
   template <class F>
   void for_each_array(F&&) const {}  // holds no array
 

@@ -109,9 +109,6 @@ auto apply_op(X const&... x) {
     return Op::apply(x...);
 }
 
-}  // namespace detail
-
-namespace detail {
 template <class E>
 inline constexpr bool staged_exp_node = false;
 template <class C>

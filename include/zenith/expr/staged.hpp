@@ -109,11 +109,11 @@ struct staged_gather : staged_base<Shape, value_t<E>> {
 
 namespace detail {
 // Where a staged call keeps what its nodes share (staged_custom_state below), from when the
-// function builds its expression until the call returns: one per staged call, on its stack
-// (transforms/staged_grad.hpp), the innermost found through a thread-local pointer. Objects
-// that fit its inline bytes take no heap, and the nodes that share one hold a plain pointer: no
-// reference count (whose atomic updates, one per copy of a node as the expression is built, and
-// the allocation were a third of a small staged gradient with a user rule).
+// function builds its expression until the call returns: one per staged call with a user rule,
+// on its stack (transforms/staged_grad.hpp), the innermost found through a thread-local pointer.
+// Objects that fit its inline bytes take no heap, and the nodes that share one hold a plain
+// pointer: no reference count (whose atomic updates, one per copy of a node as the expression is
+// built, and the allocation were a third of a small staged gradient with a user rule).
 class staged_arena {
  public:
   staged_arena() : prev_(top()) { top() = this; }
@@ -144,11 +144,12 @@ class staged_arena {
   T* emplace() {
     std::size_t const at = (used_ + alignof(T) - 1) / alignof(T) * alignof(T);
     bool const inline_fit = alignof(T) <= alignof(std::max_align_t) && at + sizeof(T) <= bytes;
-    void* mem = inline_fit ? static_cast<void*>(buf_ + at) : ::operator new(sizeof(T));
+    constexpr std::align_val_t align{alignof(T)};
+    void* mem = inline_fit ? static_cast<void*>(buf_ + at) : ::operator new(sizeof(T), align);
     void (*destroy)(void*) =
         inline_fit ? +[](void* q) { static_cast<T*>(q)->~T(); } : +[](void* q) {
           static_cast<T*>(q)->~T();
-          ::operator delete(q);
+          ::operator delete(q, align);
         };
     T* t = nullptr;
     try {
@@ -156,7 +157,7 @@ class staged_arena {
       items_.emplace_back(item{t, destroy});
     } catch (...) {
       if (t) t->~T();
-      if (!inline_fit) ::operator delete(mem);
+      if (!inline_fit) ::operator delete(mem, align);
       throw;
     }
     if (inline_fit) used_ = at + sizeof(T);
@@ -206,6 +207,17 @@ struct staged_custom : staged_base<typename Out::static_shape, typename Out::val
         state(detail::staged_arena::make<staged_custom_state<R, Out>>()),
         args(std::move(a)...) {}
 };
+
+namespace detail {
+// Whether an expression type holds a user rule's node anywhere below it (its staged call then
+// needs a staged_arena). Every staged node is a class template over types.
+template <class E>
+inline constexpr bool holds_custom_rule = false;
+template <template <class...> class Node, class... Ts>
+inline constexpr bool holds_custom_rule<Node<Ts...>> = (holds_custom_rule<Ts> || ...);
+template <class Fwd, class Bwd, class R, class Out, class... Args>
+inline constexpr bool holds_custom_rule<staged_custom<Fwd, Bwd, R, Out, Args...>> = true;
+}  // namespace detail
 
 namespace detail {
 // reshape's index map: the same row-major order.

@@ -46,9 +46,7 @@ staged_tensor<Slot, T, N...> stage(tensor<T, N...> const& x, tensor<T, N...>& g)
 // larger one); anything else as it is.
 template <std::size_t K, std::size_t... I, class In, class Leaves>
 ZENITH_FIXED_INLINE decltype(auto) staged_pick(In const& in, Leaves const& leaves) {
-  if constexpr (argnum_slot<K, I...>() < sizeof...(I))
-    return tensor_grad_pick<K, I...>(in, leaves);
-  else if constexpr (is_tensor_v<std::tuple_element_t<K, In>>)
+  if constexpr (argnum_slot<K, I...>() == sizeof...(I) && is_tensor_v<std::tuple_element_t<K, In>>)
     return tensor_ref(std::get<K>(in));
   else
     return tensor_grad_pick<K, I...>(in, leaves);
@@ -95,17 +93,18 @@ auto unset_gradient_args() {
 // added into. The result object is the caller's, so no tensor is copied on the way out.
 template <class F, std::size_t... I, class G, class... Args>
 auto staged_value_into(F const& f, argnums_t<I...>, G& grads, Args const&... args) {
-  detail::staged_arena arena;  // what the expression's nodes share; outlives y
   auto const in = std::forward_as_tuple(args...);
   auto const leaves = [&]<std::size_t... J>(std::index_sequence<J...>) {
     return std::make_tuple(stage<J>(std::get<I>(in), staged_grad_slot<J>(grads))...);
   }
   (std::index_sequence_for<std::integral_constant<std::size_t, I>...>{});
-  auto const y = [&]<std::size_t... K>(std::index_sequence<K...>) {
+  auto const call = [&]<std::size_t... K>(std::index_sequence<K...>) {
     return f(staged_pick<K, I...>(in, leaves)...);
-  }
-  (std::index_sequence_for<Args...>{});
-  using Y = std::remove_cvref_t<decltype(y)>;
+  };
+  using Y = std::remove_cvref_t<decltype(call(std::index_sequence_for<Args...>{}))>;
+  // What the user rules' nodes share lives until y is evaluated; a call without one pays nothing.
+  [[maybe_unused]] std::conditional_t<holds_custom_rule<Y>, staged_arena, std::tuple<>> arena;
+  auto const y = call(std::index_sequence_for<Args...>{});
   static_assert(fixed_expression<Y> || scalar<Y>,
                 "zenith::jit(grad): a staged tensor function must return a fixed-size "
                 "expression of its arguments (or a number)");
