@@ -184,6 +184,23 @@ TEST_CASE("staged reductions along axes; max / min ties split; prod with zeros",
   CHECK((p2(0) == 0.0 && p2(1) == 0.0 && p2(2) == 0.0));
 }
 
+TEST_CASE("staged backward loops long enough to stay loops", "[staged][grad]") {
+  // From 8 elements a reduction's backward is a loop the compiler vectorizes, not unrolled:
+  // gradients written from several of its iterations (a broadcast row, a rank-0 argument, an
+  // argument read twice) must add up all the same.
+  auto const x = random_tensor<6, 8>(31);
+  auto const row = random_tensor<1, 8>(32);
+  auto const v = random_tensor<16>(33);
+  check_staged([](auto const& a, auto const& b) { return zn::sum(zn::square(a * b)); }, x, row);
+  check_staged([](auto const& a, auto const& b) { return zn::sum(zn::sum<1>(a - b) * 0.5); }, x,
+               row);
+  check_staged([](auto const& a, auto const& k) { return zn::mean(zn::exp(a * k) + a * a); }, v,
+               zn::tensor<double>(0.3));
+  check_staged([](auto const& a) { return zn::max(a * 2.0) + zn::sum(zn::abs(a)); }, v);
+  check_staged([](auto const& a, auto const& b) { return zn::sum(zn::matmul(a, b)); },
+               random_tensor<4, 8>(34), random_tensor<8, 4>(35));
+}
+
 TEST_CASE("staged matmul, dot, transpose, reshape, cross, norm", "[staged][grad]") {
   auto const a = random_tensor<2, 3>(8);
   auto const b = random_tensor<3, 4>(9);

@@ -99,17 +99,26 @@ constexpr std::size_t fold_lanes() {
 // are computed into a small buffer, so an expression's elementwise part vectorizes chunk by
 // chunk and nothing of size G is written. (The compiler's SLP pass does not find this by
 // itself: a reduction to one scalar has no adjacent stores to start from.)
-template <class Op, std::size_t G, std::size_t W, class C, class Elem>
-ZENITH_FIXED_INLINE C fold_vector(Elem const& elem) {
+// Values already in memory (Data: a pointer to them) are loaded as whole vectors: copied through
+// a buffer, a vector wider than the compiler's preferred width is moved in halves and read back
+// whole, which stalls every load (GCC's default for AVX-512 targets prefers 256-bit moves).
+template <class Op, std::size_t G, std::size_t W, class C, class Elem, class Data = std::nullptr_t>
+ZENITH_FIXED_INLINE C fold_vector(Elem const& elem, [[maybe_unused]] Data data = nullptr) {
   typedef C vec __attribute__((vector_size(W * sizeof(C))));
+  typedef C unaligned_vec
+      __attribute__((vector_size(W * sizeof(C)), aligned(alignof(C)), may_alias));
   constexpr std::size_t chunks = G / W;
   constexpr std::size_t Acc = chunks >= 16 ? 4 : chunks >= 8 ? 2 : 1;
   auto load = [&](std::size_t c) ZENITH_FIXED_LAMBDA {
-    C buf[W];
-    static_for<W>([&](auto l) ZENITH_FIXED_LAMBDA { buf[l] = C(elem(c * W + l)); });
-    vec t;
-    std::memcpy(&t, buf, sizeof(vec));
-    return t;
+    if constexpr (std::is_pointer_v<Data>) {
+      return vec(*reinterpret_cast<unaligned_vec const*>(data + c * W));
+    } else {
+      C buf[W];
+      static_for<W>([&](auto l) ZENITH_FIXED_LAMBDA { buf[l] = C(elem(c * W + l)); });
+      vec t;
+      std::memcpy(&t, buf, sizeof(vec));
+      return t;
+    }
   };
   vec acc[Acc];  // not std::array: a template argument drops the vector attribute
   static_for<Acc>([&](auto a) ZENITH_FIXED_LAMBDA { acc[a] = load(a); });
@@ -154,7 +163,8 @@ ZENITH_FIXED_INLINE void fixed_reduce(R* out, E const& e) {
       C r;
       if constexpr (is_tensor_like_v<E> && std::is_same_v<value_t<E>, C>)
         r = fold_vector<Op, group, lanes, C>([x = e.data() + base](std::size_t k)
-                                                 ZENITH_FIXED_LAMBDA { return x[k]; });
+                                                 ZENITH_FIXED_LAMBDA { return x[k]; },
+                                             e.data() + base);
       else
         r = fold_vector<Op, group, lanes, C>([&](std::size_t k)
                                                  ZENITH_FIXED_LAMBDA { return e.at(base + k); });
