@@ -23,23 +23,15 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
-// GCC 12 reports a false -Wuninitialized inside its own AVX-512 intrinsics (the deliberate
-// `__m512i __Y = __Y;` of _mm512_undefined_*, inlined into xsimd's double log and log1p; GCC bug
-// 105593, fixed in GCC 13). Silenced for xsimd's headers only, so that zenith's users building
-// with -Wall -Werror are not hit. Other zenith headers get xsimd through this one.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <xsimd/xsimd.hpp>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+
+// xsimd before the rest: the warnings it silences come from the compiler intrinsics it
+// brings in, which must not be included earlier.
+#include "simd_headers.hpp"
 
 #include "../core/dtype.hpp"
 #include "../core/expr_base.hpp"
 #include "scalar_sincos.hpp"
+#include "simd_exp.hpp"
 
 namespace zenith {
 
@@ -124,8 +116,11 @@ using detail::apply_op;
 using detail::as_number;
 
 // Ops marked floating_only compute in floating point: an integer or bool input is cast to
-// float32 first (as jnp.exp(int_array) gives float32).
-#define ZENITH_UNARY_FLOAT_OP(NAME, SCALAR, SIMD, CUDA, DERIV)                      \
+// float32 first (as jnp.exp(int_array) gives float32). SIMD_ATTR: attributes of simd(); exp's
+// is always inlined, so that a loop over its batches (a sum of exp) overlaps them: called, each
+// batch went through a call and ret, and log_sum_exp's fixed-size gradient at N = 8192 spent
+// three quarters of its time there.
+#define ZENITH_UNARY_FLOAT_OP(NAME, SCALAR, SIMD, CUDA, DERIV, SIMD_ATTR)           \
   struct NAME {                                                                     \
     static constexpr std::string_view name = #NAME;                                 \
     static constexpr bool floating_only = true;                                     \
@@ -137,7 +132,7 @@ using detail::as_number;
       return SCALAR;                                                                \
     }                                                                               \
     template <class B>                                                              \
-    static B simd(B const& x) {                                                     \
+    SIMD_ATTR static B simd(B const& x) {                                           \
       return SIMD;                                                                  \
     }                                                                               \
     template <std::size_t I, class Y, class X>                                      \
@@ -146,17 +141,17 @@ using detail::as_number;
     }                                                                               \
   };
 
-ZENITH_UNARY_FLOAT_OP(exp, exp(x), xsimd::exp(x), "exp({0})", y)
-ZENITH_UNARY_FLOAT_OP(log, log(x), xsimd::log(x), "log({0})", apply_op<reciprocal>(x))
-ZENITH_UNARY_FLOAT_OP(log1p, log1p(x), xsimd::log1p(x), "log1p({0})", apply_op<reciprocal>(x + 1))
-ZENITH_UNARY_FLOAT_OP(expm1, expm1(x), xsimd::expm1(x), "expm1({0})", y + 1)
-ZENITH_UNARY_FLOAT_OP(sqrt, sqrt(x), xsimd::sqrt(x), "sqrt({0})", 0.5 / y)
-ZENITH_UNARY_FLOAT_OP(sin, sin(x), xsimd::sin(x), "sin({0})", apply_op<cos>(x))
-ZENITH_UNARY_FLOAT_OP(cos, cos(x), xsimd::cos(x), "cos({0})", -apply_op<sin>(x))
-ZENITH_UNARY_FLOAT_OP(tan, tan(x), xsimd::tan(x), "tan({0})", 1 + y * y)
-ZENITH_UNARY_FLOAT_OP(tanh, tanh(x), xsimd::tanh(x), "tanh({0})", 1 - y * y)
+ZENITH_UNARY_FLOAT_OP(exp, exp(x), detail::simd_exp(x), "exp({0})", y, [[gnu::always_inline]])
+ZENITH_UNARY_FLOAT_OP(log, log(x), xsimd::log(x), "log({0})", apply_op<reciprocal>(x), )
+ZENITH_UNARY_FLOAT_OP(log1p, log1p(x), xsimd::log1p(x), "log1p({0})", apply_op<reciprocal>(x + 1), )
+ZENITH_UNARY_FLOAT_OP(expm1, expm1(x), xsimd::expm1(x), "expm1({0})", y + 1, )
+ZENITH_UNARY_FLOAT_OP(sqrt, sqrt(x), xsimd::sqrt(x), "sqrt({0})", 0.5 / y, )
+ZENITH_UNARY_FLOAT_OP(sin, sin(x), xsimd::sin(x), "sin({0})", apply_op<cos>(x), )
+ZENITH_UNARY_FLOAT_OP(cos, cos(x), xsimd::cos(x), "cos({0})", -apply_op<sin>(x), )
+ZENITH_UNARY_FLOAT_OP(tan, tan(x), xsimd::tan(x), "tan({0})", 1 + y * y, )
+ZENITH_UNARY_FLOAT_OP(tanh, tanh(x), xsimd::tanh(x), "tanh({0})", 1 - y * y, )
 ZENITH_UNARY_FLOAT_OP(erf, erf(x), xsimd::erf(x), "erf({0})",
-                      1.1283791670955126 * apply_op<exp>(-(x * x)))
+                      1.1283791670955126 * apply_op<exp>(-(x * x)), )
 #undef ZENITH_UNARY_FLOAT_OP
 
 // An op's value and derivative computed together where one computation gives both, for one
@@ -253,7 +248,7 @@ struct sigmoid {
   }
   template <class B>
   static B simd(B const& x) {
-    return B(1) / (B(1) + xsimd::exp(-x));
+    return B(1) / (B(1) + detail::simd_exp(-x));
   }
   template <std::size_t I, class Y, class X>
   static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] X const& x) {

@@ -272,7 +272,7 @@ struct reduce_logsumexp : fold_defaults<reduce_logsumexp> {
   static B simd(B const& a, B const& b) {
     using A = typename B::value_type;
     B m = maximum::simd(a, b);
-    B r = m + xsimd::log1p(xsimd::exp(-xsimd::abs(a - b)));
+    B r = m + xsimd::log1p(detail::simd_exp(-xsimd::abs(a - b)));
     r = xsimd::select(m == B(-std::numeric_limits<A>::infinity()), b, r);
     return xsimd::select(m == B(std::numeric_limits<A>::infinity()), m, r);
   }

@@ -49,7 +49,7 @@ inline C lane_exp(C v) {
 }
 template <class C, class A>
 inline xsimd::batch<C, A> lane_exp(xsimd::batch<C, A> const& v) {
-  return xsimd::exp(v);
+  return detail::simd_exp(v);
 }
 template <class C>
 inline C lane_max(C a, C b) {

@@ -42,7 +42,7 @@ void softmax_row(C* x, std::int64_t n) {
   if constexpr (Simd) {
     B s(C(0)), bm(mx);
     for (; j + W <= n; j += W) {
-      B e = xsimd::exp(B::load_unaligned(x + j) - bm);
+      B e = detail::simd_exp(B::load_unaligned(x + j) - bm);
       if constexpr (!Log) e.store_unaligned(x + j);
       s += e;
     }
