@@ -37,7 +37,9 @@
 #include <string_view>
 #include <type_traits>
 #include <vector>
-#include <xsimd/xsimd.hpp>
+
+// xsimd (its warnings silenced) before the other zenith headers
+#include "simd_exp.hpp"
 
 #include "../core/expr_base.hpp"
 #include "../core/shape.hpp"

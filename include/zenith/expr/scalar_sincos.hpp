@@ -11,7 +11,8 @@
 // xsimd's branch for |x| <= pi/4 skips the reduction that joint angles rarely need.
 #include <cmath>
 #include <type_traits>
-#include <xsimd/xsimd.hpp>
+
+#include "simd_headers.hpp"
 
 namespace zenith::detail {
 

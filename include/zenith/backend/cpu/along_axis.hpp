@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <xsimd/xsimd.hpp>
+
+// xsimd (its warnings silenced) before the other zenith headers
+#include "../../expr/simd_exp.hpp"
 
 #include "evaluate.hpp"
 #include "thread_pool.hpp"

@@ -24,7 +24,9 @@
 #include <numeric>
 #include <type_traits>
 #include <vector>
-#include <xsimd/xsimd.hpp>
+
+// xsimd (its warnings silenced) before the other zenith headers
+#include "../../expr/simd_headers.hpp"
 
 #include "../../core/creation.hpp"
 #include "../../core/small_vector.hpp"

@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
-#include <xsimd/xsimd.hpp>
+
+// xsimd (its warnings silenced) before the other zenith headers
+#include "../../expr/simd_exp.hpp"
 
 #include "../../expr/softmax.hpp"
 #include "along_axis.hpp"
