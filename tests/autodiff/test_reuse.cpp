@@ -177,7 +177,7 @@ TEST_CASE("memoize keeps costly elementwise nodes below the root", "[autodiff][r
     INFO("n = " << n);
     auto a = random_array({n}, 53), b = random_array({n}, 54);
     auto m = zn::autodiff::memoize(a * zn::exp(b));
-    auto const& kept = std::get<1>(m.children);
+    auto const& kept = zn::get<1>(m.children);
     bool const stored = n * sizeof(double) <= std::remove_cvref_t<decltype(kept)>::max_stored_bytes;
     zn::array<double> v = m;
     CHECK(kept.s->cache.has_value() == stored);

@@ -32,7 +32,7 @@
 namespace zenith {
 
 template <expression E>
-struct shared_node : expr_base {
+struct shared_node : expr_base<shared_node<E>> {
   using value_type = value_t<E>;
   static constexpr bool fixed = false;
   static constexpr bool barrier = true;
@@ -68,7 +68,7 @@ struct cuda_backend::lowering<shared_node<E>> {
 // that several operands take is wrapped in one (autodiff/backward.hpp): the expression is the
 // same, the evaluator is e's own.
 template <expression E>
-struct shared_ref : expr_base {
+struct shared_ref : expr_base<shared_ref<E>> {
   using value_type = value_t<E>;
   static constexpr bool fixed = false;
 
@@ -100,7 +100,7 @@ struct has_barrier<shared_ref<E>> : has_barrier<E> {};
 }  // namespace detail::red
 
 template <expression E>
-struct pad_node : expr_base {
+struct pad_node : expr_base<pad_node<E>> {
   using value_type = value_t<E>;
   static constexpr bool fixed = false;
   static constexpr bool barrier = true;
@@ -158,7 +158,7 @@ struct cuda_backend::lowering<pad_node<E>> {
 };
 
 template <expression E>
-struct fold_to_node : expr_base {
+struct fold_to_node : expr_base<fold_to_node<E>> {
   using value_type = value_t<E>;
   static constexpr bool fixed = false;
   static constexpr bool barrier = true;

@@ -160,7 +160,7 @@ struct reverse<map_node<Op, Cs...>> {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
         if constexpr (takes_cotangent<J>) {
-          auto const& c = std::get<J>(e.children);
+          auto const& c = zenith::get<J>(e.children);
           auto local = zenith::detail::apply(
               [&](auto const&... xs) { return Op::template partial<J>(y, xs...); }, e.children);
           if constexpr (J == last_taker)

@@ -135,7 +135,7 @@ struct forward<map_node<Op, Cs...>> {
       auto local = zenith::detail::apply(
           [&](auto const&... xs) { return Op::template partial<J>(y, xs...); }, e.children);
       return std::tuple{
-          zenith::detail::convert<T>(local * tangent_of(std::get<J>(e.children), ts))};
+          zenith::detail::convert<T>(local * tangent_of(zenith::get<J>(e.children), ts))};
     }
   }
 };

@@ -39,7 +39,7 @@ namespace zenith {
 
 // A barrier B and its value, evaluated once.
 template <expression B>
-struct memo_node : expr_base {
+struct memo_node : expr_base<memo_node<B>> {
   using value_type = value_t<B>;
   static constexpr bool fixed = false;
 
@@ -90,7 +90,7 @@ inline constexpr bool kept_v<map_node<Op, Cs...>> =
 // with value_marker standing for the node's own value, and the result's type is searched for
 // the marker or for an operand's type.
 template <class T>
-struct value_marker : expr_base {
+struct value_marker : expr_base<value_marker<T>> {
   using value_type = T;
   static constexpr bool fixed = false;
   zenith::shape shape() const { return {}; }

@@ -25,7 +25,7 @@ namespace zenith {
 // instead, because there storing it costs more memory traffic than the recomputation it saves
 // (bench/RESULTS.md, "Gradient cost" and "FastAD's suite").
 template <expression E>
-struct reuse_node : expr_base {
+struct reuse_node : expr_base<reuse_node<E>> {
   using value_type = value_t<E>;
   static constexpr bool fixed = false;
 

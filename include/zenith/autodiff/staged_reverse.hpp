@@ -73,6 +73,18 @@ struct write_plan {
 template <class E, class Ctx>
 struct eval;
 
+// What an evaluator is built from: the node it mirrors, and the call's staged arguments (a tuple
+// of staged_argument by slot: where a staged_tensor leaf's values and gradient are).
+template <class N, class Slots>
+struct built_from {
+  N const& node;
+  Slots const& slots;
+};
+template <class N, class Slots>
+ZENITH_FIXED_INLINE built_from<N, Slots> build(N const& node, Slots const& slots) {
+  return {node, slots};
+}
+
 // Batches: a barrier's input is evaluated in the forward direction xsimd batch by batch where
 // every node on the way can be (batch<B>(j): the values at j .. j + B::size, for j within the
 // node's own elements), so costly ops run on their SIMD forms (xsimd's exp, sin, ...), as in
@@ -121,17 +133,19 @@ ZENITH_FIXED_INLINE void backward_loop(F&& f) {
   }
 }
 
-// A subtree with no staged tensor: a constant. Tensors and numbers are read where they are;
-// anything else is evaluated once into a tensor, so a broadcast constant is not recomputed per
-// element.
+// A subtree with no staged tensor: a constant. A tensor is read where it is; a number or a
+// tensor_ref is copied (referring to the expression's copy would keep the whole expression in
+// memory); anything else is evaluated once into a tensor, so a broadcast constant is not
+// recomputed per element.
 template <class E, class Ctx>
 requires(!zenith::detail::staged_node<E>()) struct eval<E, Ctx> {
-  static constexpr bool direct = is_tensor_like_v<E> || is_scalar_node_v<E>;
-  using held =
-      std::conditional_t<direct, E const&,
-                         zenith::detail::tensor_of_t<value_t<E>, zenith::detail::shape_of_t<E>>>;
+  using held = std::conditional_t<
+      is_tensor_v<E>, E const&,
+      std::conditional_t<is_tensor_like_v<E> || is_scalar_node_v<E>, E,
+                         zenith::detail::tensor_of_t<value_t<E>, zenith::detail::shape_of_t<E>>>>;
   held e;
-  eval(E const& x) : e(x) {}  // NOLINT: built from the node it mirrors
+  template <class Slots>
+  eval(built_from<E, Slots> b) : e(b.node) {}  // NOLINT: built from the node it mirrors
   ZENITH_FIXED_INLINE void forward() {}
   ZENITH_FIXED_INLINE auto value(std::size_t i) const { return e.at(i); }
   ZENITH_FIXED_INLINE auto again(std::size_t i) const { return e.at(i); }
@@ -150,8 +164,11 @@ struct eval<staged_tensor<Slot, T, N...>, Ctx> {
   tensor<T, N...> const* values;
   T const* x;
   T* g;
-  eval(staged_tensor<Slot, T, N...> const& e)  // NOLINT
-      : values(e.values), x(e.values->data()), g(e.gradient->data()) {}
+  template <class Slots>
+  eval(built_from<staged_tensor<Slot, T, N...>, Slots> b)  // NOLINT
+      : values(std::get<Slot>(b.slots).values),
+        x(values->data()),
+        g(std::get<Slot>(b.slots).gradient->data()) {}
   ZENITH_FIXED_INLINE void forward() {}
   ZENITH_FIXED_INLINE compute_t<T> value(std::size_t i) const { return compute_t<T>(x[i]); }
   ZENITH_FIXED_INLINE compute_t<T> again(std::size_t i) const { return compute_t<T>(x[i]); }
@@ -196,8 +213,10 @@ requires(zenith::detail::staged_node<map_node<Op, Cs...>>()) struct eval<map_nod
   [[no_unique_address]] kept_values<keep, Y, S::size> kept;
   std::tuple<gathered_t<Cs>...> gathered{};
 
-  eval(node const& e)  // NOLINT
-      : kids(zenith::detail::apply([](Cs const&... c) { return kids_t(c...); }, e.children)) {}
+  template <class Slots>
+  eval(built_from<node, Slots> b)  // NOLINT
+      : kids(zenith::detail::apply([&](Cs const&... c) { return kids_t(build(c, b.slots)...); },
+                                   b.node.children)) {}
 
   template <std::size_t K>
   static constexpr std::size_t at(std::size_t i) {
@@ -339,7 +358,9 @@ struct eval<staged_reduce<Kind, Plan, Shape, T, E>, Ctx>
   static constexpr std::size_t n_out = Plan::out_size, group = Plan::group;
   eval<E, Ctx> kid;
 
-  eval(staged_reduce<Kind, Plan, Shape, T, E> const& e) : kid(e.child) {}  // NOLINT
+  template <class Slots>
+  eval(built_from<staged_reduce<Kind, Plan, Shape, T, E>, Slots> b)  // NOLINT
+      : kid(build(b.node.child, b.slots)) {}
 
   ZENITH_FIXED_INLINE void forward() {
     kid.forward();
@@ -470,7 +491,9 @@ struct eval<staged_matmul<Dims, Shape, T, A, B>, Ctx>
   std::array<C, m * k> av;
   std::array<C, k * n> bv;
 
-  eval(staged_matmul<Dims, Shape, T, A, B> const& e) : ka(e.a), kb(e.b) {}  // NOLINT
+  template <class Slots>
+  eval(built_from<staged_matmul<Dims, Shape, T, A, B>, Slots> b)  // NOLINT
+      : ka(build(b.node.a, b.slots)), kb(build(b.node.b, b.slots)) {}
 
   ZENITH_FIXED_INLINE void forward() {
     ka.forward();
@@ -555,16 +578,22 @@ struct eval<staged_custom<Fwd, Bwd, R, Out, Args...>, Ctx> {
   using node = staged_custom<Fwd, Bwd, R, Out, Args...>;
   using C = compute_t<typename Out::value_type>;
 
-  node const& e;
+  // The rule's functions, not the node: an evaluator that refers into the expression keeps the
+  // whole expression in memory.
+  Fwd const* fwd;
+  Bwd const* bwd;
   staged_custom_state<R, Out>& st;
   std::tuple<eval<Args, Ctx>...> kids;
   std::tuple<rule_input<Args>...> in;  // fwd's arguments; alive until bwd has run
 
-  eval(node const& x)  // NOLINT
-      : e(x),
-        st(*x.state),
+  template <class Slots>
+  eval(built_from<node, Slots> b)  // NOLINT
+      : fwd(b.node.fwd),
+        bwd(b.node.bwd),
+        st(*b.node.state),
         kids(zenith::detail::apply(
-            [](Args const&... a) { return std::tuple<eval<Args, Ctx>...>(a...); }, x.args)) {
+            [&](Args const&... a) { return std::tuple<eval<Args, Ctx>...>(build(a, b.slots)...); },
+            b.node.args)) {
     ++st.users;
   }
 
@@ -577,7 +606,7 @@ struct eval<staged_custom<Fwd, Bwd, R, Out, Args...>, Ctx> {
       (std::get<K>(kids).forward(), ...);
       if (st.r) return;
       (std::get<K>(in).read(std::get<K>(kids)), ...);
-      st.r.emplace(made_by{[&] { return (*e.fwd)(std::get<K>(in).get()...); }});
+      st.r.emplace(made_by{[&] { return (*fwd)(std::get<K>(in).get()...); }});
       std::fill_n(st.adj.data(), st.adj.count, typename Out::value_type(0));
     }
     (std::index_sequence_for<Args...>{});
@@ -602,7 +631,7 @@ struct eval<staged_custom<Fwd, Bwd, R, Out, Args...>, Ctx> {
 
  private:
   void reverse() {
-    auto const cts = (*e.bwd)(std::get<1>(*st.r), std::as_const(st.adj));
+    auto const cts = (*bwd)(std::get<1>(*st.r), std::as_const(st.adj));
     static_assert(std::tuple_size_v<std::remove_cvref_t<decltype(cts)>> == sizeof...(Args),
                   "zenith::custom_vjp: bwd must return a std::tuple with one cotangent per "
                   "argument");
@@ -631,7 +660,9 @@ struct eval<staged_custom<Fwd, Bwd, R, Out, Args...>, Ctx> {
 template <class Map, class Shape, class E, class Ctx>
 struct eval<staged_gather<Map, Shape, E>, Ctx> {
   eval<E, Ctx> kid;
-  eval(staged_gather<Map, Shape, E> const& e) : kid(e.child) {}  // NOLINT
+  template <class Slots>
+  eval(built_from<staged_gather<Map, Shape, E>, Slots> b)  // NOLINT
+      : kid(build(b.node.child, b.slots)) {}
   ZENITH_FIXED_INLINE void forward() { kid.forward(); }
   ZENITH_FIXED_INLINE auto value(std::size_t i) { return kid.value(Map::index(i)); }
   static constexpr bool batches = false;
@@ -755,12 +786,13 @@ constexpr std::uint64_t assigned_slots() {
 }
 
 // The value of a size-1 staged expression, with its gradient written into the staged tensors'
-// gradients: assigned where Ctx says so, added elsewhere (those must hold zeros).
-template <class Ctx, staged_expression R>
-ZENITH_FIXED_INLINE auto value_and_backward(R const& r) {
+// gradients (slots: a tuple of staged_argument, one per slot): assigned where Ctx says so, added
+// elsewhere (those must hold zeros).
+template <class Ctx, staged_expression R, class Slots>
+ZENITH_FIXED_INLINE auto value_and_backward(R const& r, Slots const& slots) {
   static_assert(zenith::detail::shape_of_t<R>::size == 1,
                 "zenith::grad: the function must return a scalar (a size-1 tensor expression)");
-  eval<R, Ctx> ev(r);
+  eval<R, Ctx> ev(build(r, slots));
   ev.forward();
   auto const v = ev.value(0);
   ev.back(0, decltype(v)(1));

@@ -17,7 +17,7 @@
 namespace zenith {
 
 template <expression C>
-struct sum_to_node : expr_base {
+struct sum_to_node : expr_base<sum_to_node<C>> {
   using value_type = value_t<C>;
   static constexpr bool fixed = false;
 

@@ -1,5 +1,6 @@
 #pragma once
-// zenith::detail::apply: std::apply without its noexcept specification.
+// zenith::detail::apply: std::apply without its noexcept specification, for std::tuple and
+// zenith::node_tuple (core/node_tuple.hpp) alike.
 //
 // std::apply computes is_nothrow_invocable for every call it is instantiated for, and goes
 // through std::invoke; the expression templates call it for every node of every graph (children
@@ -15,7 +16,8 @@ namespace zenith::detail {
 
 template <class F, class Tuple, std::size_t... I>
 constexpr decltype(auto) apply_indexed(F&& f, Tuple&& t, std::index_sequence<I...>) {
-  return static_cast<F&&>(f)(std::get<I>(static_cast<Tuple&&>(t))...);
+  using std::get;  // and zenith::get for a node_tuple, found by argument-dependent lookup
+  return static_cast<F&&>(f)(get<I>(static_cast<Tuple&&>(t))...);
 }
 
 template <class F, class Tuple>

@@ -32,7 +32,7 @@ void print_array(std::ostream& os, array<T> const& a);
 }  // namespace detail
 
 template <element T>
-class array : public expr_base {
+class array : public expr_base<array<T>> {
  public:
   using value_type = T;
   static constexpr bool fixed = false;

@@ -134,7 +134,7 @@ using detail::uninitialized;
 using detail::uninitialized_t;
 
 template <class T, std::size_t... N>
-class tensor : public expr_base {
+class tensor : public expr_base<tensor<T, N...>> {
   static_assert(std::is_object_v<T> && !std::is_const_v<T> && !std::is_volatile_v<T> &&
                     std::is_default_constructible_v<T> && std::is_copy_constructible_v<T>,
                 "zenith: tensor<T, N...> needs a plain, default-constructible, copyable T");

@@ -27,7 +27,7 @@
 namespace zenith {
 
 template <class T, std::size_t... N>
-class tensor_ref : public expr_base {
+class tensor_ref : public expr_base<tensor_ref<T, N...>> {
  public:
   using tensor_type = tensor<T, N...>;
   using value_type = T;

@@ -68,7 +68,7 @@ requires(sizeof...(Es) >= 1) struct concat_parts<std::tuple<Es...>> {
 }  // namespace detail
 
 template <class Op, class Parts>
-struct concat_node : expr_base {
+struct concat_node : expr_base<concat_node<Op, Parts>> {
   using parts_of = detail::concat_parts<Parts>;
   using value_type = typename parts_of::value_type;
   using op_type = Op;

@@ -97,7 +97,7 @@ inline conv2d_geometry conv2d_geometry_of(zenith::shape const& x, zenith::shape 
 }  // namespace detail
 
 template <conv2d_part Part, expression A, expression B>
-struct conv2d_node : expr_base {
+struct conv2d_node : expr_base<conv2d_node<Part, A, B>> {
   using value_type = promote_t<value_t<A>, value_t<B>>;
   using op_type = ops::conv2d;
   static constexpr conv2d_part part = Part;

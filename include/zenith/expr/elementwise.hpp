@@ -123,7 +123,7 @@ inline constexpr bool staged_exp_node<map_node<ops::exp, C>> = staged_node<map_n
 template <expression E>
 auto log(E&& e) {
   if constexpr (detail::staged_exp_node<std::remove_cvref_t<E>>)
-    return std::get<0>(std::forward<E>(e).children);
+    return zenith::get<0>(std::forward<E>(e).children);
   else
     return detail::make_map<ops::log>(std::forward<E>(e));
 }

@@ -474,7 +474,7 @@ namespace detail {
 // A constant inside a fixed-size expression of user numbers: a plain number or a user number,
 // in its own type.
 template <class S>
-struct fixed_constant : expr_base {
+struct fixed_constant : expr_base<fixed_constant<S>> {
   using value_type = S;
   using static_shape = fixed_shape<>;
   static constexpr bool fixed = true;
@@ -535,14 +535,14 @@ ZENITH_FIXED_INLINE auto number_apply(X const&... x) {
 
 // Op on fixed-size children of mixed number types; the fixed-size evaluation protocol.
 template <class Op, class... Cs>
-struct number_map_node : expr_base {
+struct number_map_node : expr_base<number_map_node<Op, Cs...>> {
   static constexpr bool fixed = true;
   using op_type = Op;
   using static_shape = fixed_broadcast_t<typename Cs::static_shape...>;
   using value_type =
       std::remove_cvref_t<decltype(number_apply<Op>(std::declval<Cs const&>().at(0)...))>;
 
-  std::tuple<Cs...> children;
+  node_tuple<Cs...> children;
 
   explicit number_map_node(Cs... cs) : children(std::move(cs)...) {}
   zenith::shape shape() const { return static_shape::dynamic(); }
@@ -551,7 +551,7 @@ struct number_map_node : expr_base {
 
   ZENITH_FIXED_INLINE auto at(std::size_t i) const {
     return [&]<std::size_t... I>(std::index_sequence<I...>) ZENITH_FIXED_LAMBDA {
-      return number_apply<Op>(std::get<I>(children).at(
+      return number_apply<Op>(zenith::get<I>(children).at(
           fixed_broadcast_index<typename Cs::static_shape, static_shape>(i))...);
     }
     (std::index_sequence_for<Cs...>{});

@@ -35,7 +35,7 @@ struct layer_norm {
 }  // namespace ops
 
 template <expression E>
-struct layer_norm_node : expr_base {
+struct layer_norm_node : expr_base<layer_norm_node<E>> {
   using value_type = float_of_t<value_t<E>>;
   using op_type = ops::layer_norm;
   static constexpr bool barrier = true;

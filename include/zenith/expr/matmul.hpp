@@ -80,7 +80,7 @@ inline matmul_dims matmul_geometry(zenith::shape const& a, zenith::shape const& 
 
 // The node: both operands by value (array handles are refcounted, so it never dangles).
 template <expression A, expression B>
-struct matmul_node : expr_base {
+struct matmul_node : expr_base<matmul_node<A, B>> {
   using value_type = promote_t<value_t<A>, value_t<B>>;
   using op_type = ops::matmul;
   static constexpr bool barrier = true;

@@ -9,6 +9,7 @@
 
 #include "../core/apply.hpp"
 #include "../core/expr_base.hpp"
+#include "../core/node_tuple.hpp"
 #include "../core/shape.hpp"
 #include "fixed_shape.hpp"
 #include "ops.hpp"
@@ -17,7 +18,7 @@ namespace zenith {
 
 // A C++ scalar inside an expression, already converted to the expression's type.
 template <element T>
-struct scalar_node : expr_base {
+struct scalar_node : expr_base<scalar_node<T>> {
   using value_type = T;
   using static_shape = fixed_shape<>;
   static constexpr bool fixed = true;
@@ -45,13 +46,13 @@ struct shape_slot<true> {};
 }  // namespace detail
 
 template <class Op, class... Cs>
-struct map_node : expr_base {
+struct map_node : expr_base<map_node<Op, Cs...>> {
   using value_type = op_result_t<Op, value_t<Cs>...>;
   static constexpr bool fixed = (Cs::fixed && ...);
   static constexpr bool staged = (detail::staged_node<Cs>() || ...);  // expr/staged.hpp
   using op_type = Op;
 
-  std::tuple<Cs...> children;
+  node_tuple<Cs...> children;
   [[no_unique_address]] detail::shape_slot<fixed> shape_;
 
   explicit map_node(Cs... cs) : children(std::move(cs)...) {
@@ -95,12 +96,12 @@ struct map_node : expr_base {
   template <std::size_t... I>
   zenith::shape broadcast_all(std::index_sequence<I...>) const {
     zenith::shape s;
-    ((s = broadcast_shapes(s, std::get<I>(children).shape(), Op::name)), ...);
+    ((s = broadcast_shapes(s, zenith::get<I>(children).shape(), Op::name)), ...);
     return s;
   }
   template <std::size_t... I>
   auto at_impl(std::size_t i, std::index_sequence<I...>) const {
-    return Op::apply(std::get<I>(children).at(
+    return Op::apply(zenith::get<I>(children).at(
         fixed_broadcast_index<typename std::tuple_element_t<I, std::tuple<Cs...>>::static_shape,
                               static_shape>(i))...);
   }

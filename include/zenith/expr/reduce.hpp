@@ -295,7 +295,7 @@ concept indexed_reduction = requires {
 // A reduction of child C over the axes in `axes` (bit k: axis k of C). A barrier: evaluated by
 // eval_barrier (backend/cpu/reduce.hpp) into an array that the rest of an expression reads.
 template <class Op, expression C>
-struct reduce_node : expr_base {
+struct reduce_node : expr_base<reduce_node<Op, C>> {
   using op_type = Op;
   using child_type = C;
   using value_type = typename Op::template result<value_t<C>>;

@@ -12,7 +12,7 @@
 namespace zenith {
 
 template <expression C>
-struct reshape_node : expr_base {
+struct reshape_node : expr_base<reshape_node<C>> {
   using value_type = value_t<C>;
   static constexpr bool fixed = false;
   static constexpr std::string_view name = "reshape";

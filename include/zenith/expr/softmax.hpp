@@ -31,7 +31,7 @@ struct log_softmax {
 }  // namespace ops
 
 template <class Op, expression E>
-struct softmax_node : expr_base {
+struct softmax_node : expr_base<softmax_node<Op, E>> {
   using value_type = float_of_t<value_t<E>>;
   using op_type = Op;
   static constexpr bool barrier = true;

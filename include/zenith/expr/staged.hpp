@@ -5,8 +5,9 @@
 //   auto vg = zn::jit(zn::value_and_grad([](auto const& x) { return zn::log(zn::sum(zn::exp(x)));
 //   })); auto [value, g] = vg(zn::tensor<double, 16>{...});
 //
-// Under jit, the function's differentiated tensor arguments arrive as staged_tensor leaves: they
-// refer to the argument's values and to the gradient being accumulated. Elementwise math on them
+// Under jit, the function's differentiated tensor arguments arrive as staged_tensor leaves: each
+// stands for one argument, whose values and gradient the reverse pass finds by the leaf's slot
+// number. Elementwise math on them
 // builds the usual lazy map_node; the whole-tensor ops that are eager on tensors (sum, mean, prod,
 // max, min, matmul, dot, transpose, reshape, norm; expr/fixed_ops.hpp) build the lazy nodes below
 // instead. The function so returns its whole computation as one expression type, which
@@ -26,6 +27,7 @@
 
 #include "../core/error.hpp"
 #include "../core/expr_base.hpp"
+#include "../core/node_tuple.hpp"
 #include "../core/shape.hpp"
 #include "../core/small_vector.hpp"
 #include "../core/tensor.hpp"
@@ -51,8 +53,8 @@ constexpr void staged_element_access() {
 }  // namespace detail
 
 // Common members of the staged nodes: fixed-size, staged, no arrays, elements not readable.
-template <class Shape, class T>
-struct staged_base : expr_base {
+template <class Shape, class T, class Node>
+struct staged_base : expr_base<Node> {
   using value_type = T;
   using static_shape = Shape;
   static constexpr bool fixed = true;
@@ -72,18 +74,26 @@ struct staged_base : expr_base {
   }
 };
 
-// A differentiated argument: its values, and the gradient the reverse pass adds into.
+// A differentiated argument: staged argument number Slot of its call. It holds nothing: where its
+// values and gradient are is the call's (staged_argument below, one per slot, handed to the
+// reverse pass), so an expression holds only the function's own constants. Every operator copies
+// its operands into the node it builds; with two pointers in each leaf, a staged function's
+// expression outgrew what the compiler keeps in registers.
 template <std::size_t Slot, class T, std::size_t... N>
-struct staged_tensor : staged_base<fixed_shape<N...>, T> {
+struct staged_tensor : staged_base<fixed_shape<N...>, T, staged_tensor<Slot, T, N...>> {
   static constexpr std::size_t slot = Slot;
+};
+
+// Where a staged argument's values are, and the gradient its reverse pass writes.
+template <class T, std::size_t... N>
+struct staged_argument {
   tensor<T, N...> const* values;
   tensor<T, N...>* gradient;
-  staged_tensor(tensor<T, N...> const* v, tensor<T, N...>* g) : values(v), gradient(g) {}
 };
 
 // A reduction (Kind: detail::fixed_sum_kind, ...) over the axes of Plan (detail::reduce_plan).
 template <class Kind, class Plan, class Shape, class T, class E>
-struct staged_reduce : staged_base<Shape, T> {
+struct staged_reduce : staged_base<Shape, T, staged_reduce<Kind, Plan, Shape, T, E>> {
   using kind = Kind;
   using plan = Plan;
   E child;
@@ -92,7 +102,7 @@ struct staged_reduce : staged_base<Shape, T> {
 
 // NumPy matmul of 1-D / 2-D operands; Dims is detail::matmul_shapes (m, k, n).
 template <class Dims, class Shape, class T, class A, class B>
-struct staged_matmul : staged_base<Shape, T> {
+struct staged_matmul : staged_base<Shape, T, staged_matmul<Dims, Shape, T, A, B>> {
   using dims = Dims;
   A a;
   B b;
@@ -101,7 +111,7 @@ struct staged_matmul : staged_base<Shape, T> {
 
 // Output element o is element Map::index(o) of the child: transpose and reshape.
 template <class Map, class Shape, class E>
-struct staged_gather : staged_base<Shape, value_t<E>> {
+struct staged_gather : staged_base<Shape, value_t<E>, staged_gather<Map, Shape, E>> {
   using map = Map;
   E child;
   explicit staged_gather(E c) : child(std::move(c)) {}
@@ -196,11 +206,12 @@ struct staged_custom_state {
 // staged call, and so does the state, in the call's arena. Out is the tensor type of fwd's
 // output, R the type fwd returns.
 template <class Fwd, class Bwd, class R, class Out, class... Args>
-struct staged_custom : staged_base<typename Out::static_shape, typename Out::value_type> {
+struct staged_custom : staged_base<typename Out::static_shape, typename Out::value_type,
+                                   staged_custom<Fwd, Bwd, R, Out, Args...>> {
   Fwd const* fwd;
   Bwd const* bwd;
   staged_custom_state<R, Out>* state;
-  std::tuple<Args...> args;
+  node_tuple<Args...> args;
   staged_custom(Fwd const* f, Bwd const* b, Args... a)
       : fwd(f),
         bwd(b),

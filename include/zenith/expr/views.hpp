@@ -118,7 +118,7 @@ struct slice {
 }  // namespace views
 
 template <class View, expression C>
-struct view_node : expr_base {
+struct view_node : expr_base<view_node<View, C>> {
   using value_type = value_t<C>;
   using view_type = View;
   static constexpr bool fixed = false;

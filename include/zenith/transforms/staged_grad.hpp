@@ -34,10 +34,15 @@
 
 namespace zenith::detail {
 
-// The staged leaf for a differentiated tensor argument.
+// The staged leaf for differentiated argument number Slot, and where its values and gradient
+// are.
 template <std::size_t Slot, class T, std::size_t... N>
-staged_tensor<Slot, T, N...> stage(tensor<T, N...> const& x, tensor<T, N...>& g) {
-  return staged_tensor<Slot, T, N...>(&x, &g);
+staged_tensor<Slot, T, N...> stage(tensor<T, N...> const&) {
+  return {};
+}
+template <class T, std::size_t... N>
+staged_argument<T, N...> argument_of(tensor<T, N...> const& x, tensor<T, N...>& g) {
+  return {&x, &g};
 }
 
 // What f receives for argument K: the staged leaf of a differentiated argument; for a tensor
@@ -93,9 +98,14 @@ auto unset_gradient_args() {
 // added into. The result object is the caller's, so no tensor is copied on the way out.
 template <class F, std::size_t... I, class G, class... Args>
 auto staged_value_into(F const& f, argnums_t<I...>, G& grads, Args const&... args) {
-  auto const in = std::forward_as_tuple(args...);
-  auto const leaves = [&]<std::size_t... J>(std::index_sequence<J...>) {
-    return std::make_tuple(stage<J>(std::get<I>(in), staged_grad_slot<J>(grads))...);
+  // Not const, these and y: GCC's scalar replacement leaves a const aggregate in memory.
+  auto in = std::forward_as_tuple(args...);
+  auto leaves = [&]<std::size_t... J>(std::index_sequence<J...>) {
+    return std::make_tuple(stage<J>(std::get<I>(in))...);
+  }
+  (std::index_sequence_for<std::integral_constant<std::size_t, I>...>{});
+  auto slots = [&]<std::size_t... J>(std::index_sequence<J...>) {
+    return std::make_tuple(argument_of(std::get<I>(in), staged_grad_slot<J>(grads))...);
   }
   (std::index_sequence_for<std::integral_constant<std::size_t, I>...>{});
   auto const call = [&]<std::size_t... K>(std::index_sequence<K...>) {
@@ -104,7 +114,7 @@ auto staged_value_into(F const& f, argnums_t<I...>, G& grads, Args const&... arg
   using Y = std::remove_cvref_t<decltype(call(std::index_sequence_for<Args...>{}))>;
   // What the user rules' nodes share lives until y is evaluated; a call without one pays nothing.
   [[maybe_unused]] std::conditional_t<holds_custom_rule<Y>, staged_arena, std::tuple<>> arena;
-  auto const y = call(std::index_sequence_for<Args...>{});
+  auto y = call(std::index_sequence_for<Args...>{});
   static_assert(fixed_expression<Y> || scalar<Y>,
                 "zenith::jit(grad): a staged tensor function must return a fixed-size "
                 "expression of its arguments (or a number)");
@@ -126,7 +136,7 @@ auto staged_value_into(F const& f, argnums_t<I...>, G& grads, Args const&... arg
     static_assert(floating_element<value_t<Y>>,
                   "zenith::jit(grad): the function must return a floating-point value");
     using plan = autodiff::staged::write_plan<assigned>;
-    return tensor<value_t<Y>>(value_t<Y>(autodiff::staged::value_and_backward<plan>(y)));
+    return tensor<value_t<Y>>(value_t<Y>(autodiff::staged::value_and_backward<plan>(y, slots)));
   } else if constexpr (fixed_expression<Y>) {  // depends on no argument: zero gradients
     static_assert(detail::shape_of_t<Y>::size == 1,
                   "zenith::grad: the function must return a scalar (a size-1 tensor "
