@@ -949,8 +949,14 @@ std::optional<timed> fixed_batch(Case const& c, std::size_t N) {
     with_fixed_size(N, [&](auto n) {
       auto st = std::make_shared<typename Case::template fixed<decltype(n)::value>>(c);
       out.emplace([st](long iters) {
+        // The inputs on this frame, next to the result, as a caller of fixed-size code keeps
+        // them: their placement relative to the result is then the same in every run. Read from
+        // the heap, with the result on the stack, the distance moved with the stack's random
+        // offset, and where it came near a multiple of 4 KiB a call took twice as long (4 KiB
+        // aliasing; see bench/RESULTS.md).
+        auto const local = *st;
         for (long i = 0; i < iters; ++i) {
-          auto r = st->run();
+          auto r = local.run();
           escape(&r);  // the gradients are stored, as the hand-written code's are
           sink = double(r.first);
         }

@@ -3,6 +3,7 @@
 // of the plain-double function and against the unstaged path (reverse-mode numbers,
 // transforms/jacrev.hpp), an independent implementation; values against the function evaluated
 // on plain tensors.
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -300,6 +301,50 @@ TEST_CASE("which staged gradients are written once per element", "[staged]") {
 TEST_CASE("jit of a tensor function that is not a gradient calls it", "[staged]") {
   auto f = zn::jit([](auto const& x) { return zn::tensor<double>(zn::sum(x * 2.0)); });
   CHECK(double(f(zn::tensor<double, 3>{1.0, 2.0, 3.0})) == 12.0);
+}
+
+TEST_CASE("short staged sums of exp fold in narrower batches", "[staged][grad]") {
+  // Below two native batches a sum folds with the widest batch that fits one group, of 4 lanes
+  // or more (fold_batch_t: 4 doubles on AVX-512), so its exp is the SIMD one, not a libm call
+  // per element; the tail past the last batch goes element by element.
+  using zn::autodiff::staged::fold_batch_t;
+  STATIC_REQUIRE(std::is_void_v<fold_batch_t<double, 1>>);
+  STATIC_REQUIRE(std::is_void_v<fold_batch_t<double, 3>>);
+  []<std::size_t... G>(std::index_sequence<G...>) {
+    (
+        [] {
+          using B = fold_batch_t<double, G + 2>;
+          using native = zn::autodiff::staged::batch_of<double>;
+          if constexpr (G + 2 >= 2 * native::size) {
+            STATIC_REQUIRE(std::is_same_v<B, native>);
+          } else if constexpr (!std::is_void_v<B>) {
+            STATIC_REQUIRE((B::size >= 4 && B::size <= G + 2 && std::has_single_bit(B::size)));
+          }
+        }(),
+        ...);
+  }
+  (std::make_index_sequence<20>{});
+
+  auto const lse = [](auto const& t) { return zn::log(zn::sum(zn::exp(t))); };
+  auto check = [&](auto const& x) {
+    auto const [v, g] = zn::jit(zn::value_and_grad(lse))(x);
+    double s = 0;
+    for (std::size_t i = 0; i < x.count; ++i) s += std::exp(x[i]);
+    CHECK(rel_err(double(v), std::log(s)) <= 1e-14);
+    for (std::size_t i = 0; i < x.count; ++i) CHECK(rel_err(g[i], std::exp(x[i]) / s) <= 1e-14);
+  };
+  check(random_tensor<2>(41, -3, 3));
+  check(random_tensor<3>(42, -3, 3));
+  check(random_tensor<4>(43, -3, 3));
+  check(random_tensor<5>(44, -3, 3));
+  check(random_tensor<8>(45, -3, 3));
+  check(random_tensor<12>(46, -3, 3));
+  check(random_tensor<15>(47, -3, 3));
+  // A rank-0 argument broadcast into the batches, a division, a square: every node's batch form
+  // at each width, against the unstaged gradient.
+  check_staged(
+      [](auto const& t, auto const& k) { return zn::sum(zn::square(k / zn::exp(t * 0.5))); },
+      random_tensor<6>(48), zn::tensor<double>(0.8));
 }
 
 TEST_CASE("staged gradients of larger tensors match the unstaged path", "[staged][grad]") {

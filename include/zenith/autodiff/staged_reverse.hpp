@@ -22,6 +22,7 @@
 // The two directions of one barrier's input so cost about what hand-written loops cost.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -94,6 +95,29 @@ template <class T>
 inline constexpr bool batch_type = std::is_same_v<T, float> || std::is_same_v<T, double>;
 template <class T>
 using batch_of = xsimd::batch<T>;
+
+// The widest batch of T that the build has with at most W lanes (W a power of two) and at least
+// 4: on AVX-512, 4 doubles below the native 8. void where there is none. Not 2: two doubles read
+// as one vector just after a user rule wrote them one at a time (stochastic_volatility at T = 2)
+// waited on store forwarding, and that call got slower than with two libm exp calls.
+template <class T, std::size_t W>
+struct fitting_batch {
+  using sized = xsimd::make_sized_batch_t<T, W>;
+  using type =
+      std::conditional_t<std::is_void_v<sized>, typename fitting_batch<T, W / 2>::type, sized>;
+};
+template <class T, std::size_t W>
+requires(W < 4) struct fitting_batch<T, W> {
+  using type = void;
+};
+// The batch a sum over groups of Group elements folds with: the native one from two batches per
+// group; below that the widest that fits a group (fitting_batch), so that a short sum of exp (a
+// log-sum-exp of 4, a density over 4 or 8 time steps) still takes the SIMD exp rather than one
+// libm call per element.
+template <class T, std::size_t Group>
+using fold_batch_t = typename std::conditional_t<
+    (Group >= 2 * batch_of<T>::size), std::type_identity<batch_of<T>>,
+    fitting_batch<T, std::bit_floor(std::min(Group, batch_of<T>::size))>>::type;
 
 template <class Op>
 constexpr bool simd_op() {
@@ -375,18 +399,18 @@ struct eval<staged_reduce<Kind, Plan, Shape, T, E>, Ctx>
     this->adj.fill(C(0));
   }
 
-  // A sum or mean of an expression that batches, over contiguous groups of at least two
-  // batches: folded batch by batch (four accumulators), the tail element by element.
+  // A sum or mean of an expression that batches, over contiguous groups of at least one batch
+  // (fold_batch_t): folded batch by batch (four accumulators), the tail element by element.
   static constexpr bool folds_batches() {
     using KV = std::remove_cvref_t<decltype(std::declval<eval<E, Ctx>&>().value(0))>;
     if constexpr (!std::is_same_v<KV, C> || !batch_type<C>)
       return false;
     else
       return eval<E, Ctx>::batches && Plan::contiguous &&
-             std::is_same_v<typename Kind::op, ops::add> && group >= 2 * batch_of<C>::size;
+             std::is_same_v<typename Kind::op, ops::add> && !std::is_void_v<fold_batch_t<C, group>>;
   }
   ZENITH_FIXED_INLINE void fold_batches() {
-    using B = batch_of<C>;
+    using B = fold_batch_t<C, group>;
     constexpr std::size_t w = B::size;
     for (std::size_t o = 0; o < n_out; ++o) {
       std::size_t const base = o * group;
