@@ -125,6 +125,14 @@ TEST_CASE("tensor: type, construction and element access", "[tensor]") {
   static_assert(zn::fixed_expression<T23> && zn::expression<T23>);
   static_assert(sizeof(T23) == 6 * sizeof(double));  // inline storage, nothing else
   static_assert(sizeof(zn::tensor<float, 3>) == 3 * sizeof(float));
+  // Aligned to the largest power of two up to 64 bytes that divides the elements' size (vector
+  // loads and stores never straddle a cache line), and never larger for it.
+  static_assert(alignof(zn::tensor<double, 8>) == 64 && sizeof(zn::tensor<double, 8>) == 64);
+  static_assert(alignof(zn::tensor<double, 2, 16>) == 64);
+  static_assert(alignof(zn::tensor<double, 4>) == 32 && alignof(zn::tensor<double, 6>) == 16);
+  static_assert(alignof(zn::tensor<double, 3>) == 8 && alignof(zn::tensor<double>) == 8);
+  static_assert(alignof(zn::tensor<float, 16>) == 64 && alignof(zn::tensor<float, 3>) == 4);
+  static_assert(alignof(zn::tensor<float, 6>) == 8);
   static_assert(T23::size() == 6 && T23::ndim() == 2);
   static_assert(std::is_trivially_copyable_v<T23>);
 

@@ -417,6 +417,18 @@ auto const scaled = zn::custom_vjp(
       return std::make_tuple(zn::tensor<double, 4>(ct * res.second),
                              zn::tensor<double>(zn::sum(ct * res.first)));
     });
+// x * x with x kept as the residual: a tensor aligned to 64 bytes, in the call's arena; bwd
+// records whether it got it at that alignment.
+bool square_res_aligned = false;
+auto const square8 =
+    zn::custom_vjp([](auto const& x) { return zn::tensor<double, 8>(x * x); },
+                   [](auto const& x) {
+                     return std::pair{zn::tensor<double, 8>(x * x), zn::tensor<double, 8>(x)};
+                   },
+                   [](auto const& res, auto const& ct) {
+                     square_res_aligned = reinterpret_cast<std::uintptr_t>(&res) % 64 == 0;
+                     return std::make_tuple(zn::tensor<double, 8>(2.0 * res * ct));
+                   });
 }  // namespace
 
 TEST_CASE("custom_vjp rules inside staged tensor functions", "[staged][custom_vjp]") {
@@ -448,6 +460,14 @@ TEST_CASE("custom_vjp rules inside staged tensor functions", "[staged][custom_vj
   CHECK(rel_err(double(hv), hp(x, s)) <= 1e-14);
   check_close(std::get<0>(hg), numeric_grad<0>(hp, x, s), 1e-6);
   check_close(std::get<1>(hg), numeric_grad<1>(hp, x, s), 1e-6);
+  // A rule whose residual is over-aligned (tensor<double, 8>: 64 bytes).
+  static_assert(alignof(zn::tensor<double, 8>) == 64);
+  auto const x8 = random_tensor<8>(22);
+  auto const [sv, sg] =
+      zn::jit(zn::value_and_grad([](auto const& t) { return zn::sum(square8(t)); }))(x8);
+  CHECK(square_res_aligned);
+  CHECK(rel_err(double(sv), double(zn::sum(x8 * x8))) <= 1e-14);
+  for (std::size_t i = 0; i < 8; ++i) CHECK(rel_err(sg[i], 2 * x8[i]) <= 1e-14);
   // Outside a gradient the rule is its function, on tensors.
   auto const c = cumsum(zn::tensor<double, 3>{1.0, 2.0, 3.0});
   CHECK((c[0] == 1.0 && c[1] == 3.0 && c[2] == 6.0));

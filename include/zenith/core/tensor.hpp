@@ -332,7 +332,17 @@ class tensor : public expr_base<tensor<T, N...>> {
     os << ']';
   }
 
-  std::array<T, count> data_;
+  // Aligned to the largest power of two up to 64 bytes (a cache line, an AVX-512 vector) that
+  // divides the elements' size, so a tensor grows no larger. A vector load or store of a fixed
+  // expression then never straddles a cache line, nor a page: on the stack at a 32-byte
+  // boundary, a page split in a value_and_grad's result added 20-35 ns to a 10 ns call
+  // (bench/RESULTS.md, "Fixed-size tensors aligned to the vector").
+  static constexpr std::size_t storage_align = [] {
+    std::size_t a = alignof(T);
+    while (count > 0 && a < 64 && (count * sizeof(T)) % (2 * a) == 0) a *= 2;
+    return a;
+  }();
+  alignas(storage_align) std::array<T, count> data_;
   [[no_unique_address]] detail::constant_entries<T, count> constants_;
 };
 

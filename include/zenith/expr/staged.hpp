@@ -153,7 +153,7 @@ class staged_arena {
   template <class T>
   T* emplace() {
     std::size_t const at = (used_ + alignof(T) - 1) / alignof(T) * alignof(T);
-    bool const inline_fit = alignof(T) <= alignof(std::max_align_t) && at + sizeof(T) <= bytes;
+    bool const inline_fit = alignof(T) <= buf_align && at + sizeof(T) <= bytes;
     if constexpr (std::is_trivially_destructible_v<T> && sizeof(T) <= bytes) {
       if (inline_fit) {  // nothing to destroy when the call returns: no item to record (the
                          // record's push was a tenth of a small gradient with a user rule)
@@ -186,9 +186,12 @@ class staged_arena {
     return a;
   }
 
-  static constexpr std::size_t bytes = 512;
+  // 64: a state holding tensors aligned to the vector (core/tensor.hpp) fits inline. 1 KiB: a
+  // rule on 16 doubles (a state of output, residuals and adjoint, each padded to 64 bytes: 576
+  // bytes) and on 32 take no heap.
+  static constexpr std::size_t bytes = 1024, buf_align = 64;
   staged_arena* prev_;
-  alignas(std::max_align_t) std::byte buf_[bytes];
+  alignas(buf_align) std::byte buf_[bytes];
   std::size_t used_ = 0;
   small_vector<item, 4> items_;
 };
