@@ -335,8 +335,8 @@ class tensor : public expr_base<tensor<T, N...>> {
   // Aligned to the largest power of two up to 64 bytes (a cache line, an AVX-512 vector) that
   // divides the elements' size, so a tensor grows no larger. A vector load or store of a fixed
   // expression then never straddles a cache line, nor a page: on the stack at a 32-byte
-  // boundary, a page split in a value_and_grad's result added 20-35 ns to a 10 ns call
-  // (bench/RESULTS.md, "Fixed-size tensors aligned to the vector").
+  // boundary, a page split in a value_and_grad's result or input made a 6-10 ns call take
+  // 26-41 ns (bench/RESULTS.md, "Exp with vscalefpd, tensors aligned to the vector").
   static constexpr std::size_t storage_align = [] {
     std::size_t a = alignof(T);
     while (count > 0 && a < 64 && (count * sizeof(T)) % (2 * a) == 0) a *= 2;
