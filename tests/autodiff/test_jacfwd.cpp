@@ -169,6 +169,41 @@ TEST_CASE("sin and cos of duals: one inline sincos, within a few ulps of libm", 
   }
 }
 
+TEST_CASE("the inline sincos is within two ulps of long double sin and cos", "[jacfwd][dual]") {
+  // Random arguments over the range the straight-line reduction covers (|x| <= 2^20 pi / 2),
+  // and arguments next to multiples of pi / 2, where the reduction cancels most bits. Measured
+  // over 4e6 arguments per range: at most 1.5 ulps (libm's: 0.52).
+  auto ulps = [](double got, long double want) {
+    double const w = static_cast<double>(want);
+    double const ulp = std::nextafter(std::abs(w), INFINITY) - std::abs(w);
+    return static_cast<double>(std::abs(static_cast<long double>(got) - want)) / ulp;
+  };
+  std::vector<double> xs;
+  std::uint64_t state = 12345;
+  auto uniform = [&]() {  // in [0, 1): a 64-bit LCG's top 53 bits
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) * 0x1p-53;
+  };
+  for (double range : {1e-6, 0.8, 1.6, 4.0, 100.0, 1e4, 1.6e6})
+    for (int i = 0; i < 4000; ++i) xs.push_back((2 * uniform() - 1) * range);
+  for (long k : {1L, 2L, 3L, 4L, 7L, 100L, 1000L, 12345L, 1000000L})
+    for (double d : {-2.0, -1.0, 0.0, 1.0, 2.0}) {
+      double const m = static_cast<double>(k) * 1.5707963267948966;
+      xs.push_back(m + d * (std::nextafter(m, INFINITY) - m));
+    }
+  double worst = 0;
+  for (double x : xs) {
+    CAPTURE(x);
+    auto const [s, c] = zn::detail::scalar_sincos(x);
+    long double const lx = x;
+    double const es = ulps(s, std::sin(lx)), ec = ulps(c, std::cos(lx));
+    CHECK(es <= 2.0);
+    CHECK(ec <= 2.0);
+    worst = std::max({worst, es, ec});
+  }
+  CHECK(worst > 0.0);  // not libm itself: the check can fail
+}
+
 TEST_CASE("dual binary operations agree with central differences in each argument",
           "[jacfwd][dual]") {
   using fn = std::function<D2(D2, D2)>;
@@ -210,6 +245,45 @@ TEST_CASE("dual binary operations agree with central differences in each argumen
     CHECK(rel_err(r.tangent(0), central([&](double a) { return c.plain(a, c.b); }, c.a)) <= 1e-6);
     CHECK(rel_err(r.tangent(1), central([&](double b) { return c.plain(c.a, b); }, c.b)) <= 1e-6);
   }
+}
+
+TEST_CASE("a dual of float or double keeps its value in the last lane", "[jacfwd][dual]") {
+  using D7 = zn::dual<double, 7>;
+  static_assert(sizeof(D7) == 64 && alignof(D7) == 64 && D7::lane_count == 8 && D7::packed);
+  static_assert(zn::dual<double, 8>::lane_count == 12 && zn::dual<double, 1>::lane_count == 2);
+  static_assert(zn::dual<float, 3>::lane_count == 4 && sizeof(zn::dual<float, 3>) == 16);
+  static_assert(zn::dual<double, 3>::lane_count == 4 && zn::dual<double, 16>::lane_count == 20);
+  static_assert(!zn::dual<D2, 2>::packed);  // a dual of duals keeps v apart
+  D7 const x = D7::variable(1.5, 2);
+  CHECK(x.value() == 1.5);
+  CHECK(x.d[7] == 1.5);
+  CHECK(x.tangent(2) == 1.0);
+  CHECK(x.tangent(0) == 0.0);
+  // The value lane is computed as the plain-double operation would, also for inf (a masked
+  // operation, not a product with zero that would give NaN) and for division (divided, not
+  // multiplied by the reciprocal).
+  double const inf = std::numeric_limits<double>::infinity();
+  D7 const big = D7::variable(inf, 0), y = D7::variable(-2.5, 1), t = D7::variable(0.1, 3);
+  CHECK((big * y).value() == -inf);
+  CHECK((y * big).value() == -inf);
+  CHECK(std::isnan((big * y).tangent(0)));  // -2.5 * 1 + inf * 0, as the written-out rule gives
+  CHECK((big * y).tangent(1) == inf);
+  CHECK((t / 3.0).value() == 0.1 / 3.0);
+  CHECK((t / y).value() == 0.1 / -2.5);
+  CHECK((3.0 / t).value() == 3.0 / 0.1);
+  CHECK((t + 0.2).value() == 0.1 + 0.2);
+  CHECK((0.2 - t).value() == 0.2 - 0.1);
+  CHECK((t - 0.2).value() == 0.1 - 0.2);
+  CHECK((t * 0.3).value() == 0.1 * 0.3);
+  CHECK((-t).value() == -0.1);
+  CHECK((t * y).value() == 0.1 * -2.5);
+  CHECK((t * y).tangent(1) == 0.1);
+  CHECK((t * y).tangent(3) == -2.5);
+  // A NaN value stays in the value lane.
+  D7 const p = t * y + big * 0.0;
+  CHECK(std::isnan(p.value()));
+  for (std::size_t k = 0; k < 7; ++k) CHECK(std::isfinite(p.tangent(k)));
+  CHECK(p.tangent(1) == 0.1);
 }
 
 TEST_CASE("constants mixed with duals stay constants", "[jacfwd][dual]") {
@@ -274,9 +348,9 @@ TEST_CASE("nested duals give second derivatives", "[jacfwd][dual][hessian]") {
     return (std::cos(x) * std::exp(x) + std::sin(x) * std::exp(x)) / x -
            std::sin(x) * std::exp(x) / (x * x) + 3 * x * x;
   };
-  CHECK(f.v.v == Approx(plain(x0)).epsilon(1e-15));
+  CHECK(f.v.value() == Approx(plain(x0)).epsilon(1e-15));
   CHECK(f.v.d[0] == Approx(d1(x0)).epsilon(1e-14));
-  CHECK(f.d[0].v == Approx(d1(x0)).epsilon(1e-14));
+  CHECK(f.d[0].value() == Approx(d1(x0)).epsilon(1e-14));
   CHECK(rel_err(f.d[0].d[0], central(d1, x0)) <= 1e-6);
   // Analytic: g = sin(x) e^x, g' = e^x (sin + cos), g'' = 2 e^x cos; f = g / x + x^3,
   // f'' = g'' / x - 2 g' / x^2 + 2 g / x^3 + 6 x.
@@ -286,8 +360,8 @@ TEST_CASE("nested duals give second derivatives", "[jacfwd][dual][hessian]") {
   CHECK(f.d[0].d[0] == Approx(f2).epsilon(1e-13));
   // Constants at both levels.
   Out const g = 2.0 * x * In(3.0) + 1;
-  CHECK(g.v.v == Approx(6 * x0 + 1));
-  CHECK(g.d[0].v == Approx(6.0));
+  CHECK(g.v.value() == Approx(6 * x0 + 1));
+  CHECK(g.d[0].value() == Approx(6.0));
   CHECK(g.d[0].d[0] == 0.0);
   // The derivative of sqrt and tan (rules written with 0.5 / y and 1 + y * y) nest too.
   Out const h = zn::sqrt(x) + zn::tan(x);

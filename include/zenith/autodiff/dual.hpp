@@ -15,9 +15,12 @@
 //   uses it.
 // - zenith::tensor<dual<T, N>, M...> works with the fixed-size ops; jacfwd builds one.
 //
-// Storage: for float and double the tangent is padded to a whole vector (7 doubles take 8 lanes,
-// one AVX-512 register) and every tangent operation is one vector operation. The padding lanes
-// are zero and never read.
+// Storage: for float and double the value and the tangent share one lane array, padded to a
+// whole vector: d[0..N-1] the tangent, the last lane the value (dual<double, 7> is 8 lanes, one
+// AVX-512 register, 64 bytes). Most operations are then one vector operation for value and
+// tangent together (a product with a constant scales all lanes), and a chain of them keeps one
+// register per number instead of two. Lanes between the tangent and the value are padding,
+// never read. A dual of duals keeps its value apart (`v`).
 #include <array>
 #include <cmath>
 #include <compare>
@@ -59,21 +62,38 @@ concept dual_constant = !std::is_same_v<S, D> && !expression<S> &&
 
 namespace detail {
 
-// Tangent lanes for float and double: N rounded up to a power of two while that fits in 64
-// bytes, else to a multiple of 32 bytes, so that vector code needs no tail. N for other types.
+// Lanes for float and double: the N tangent lanes and the value, rounded up to a power of two
+// while that fits in 64 bytes, else to a multiple of 32 bytes, so that vector code needs no
+// tail. N (the tangent only) for other types.
 template <class T, std::size_t N>
 constexpr std::size_t dual_lanes() {
-  if constexpr (!std::is_floating_point_v<T> || N == 0) {
+  if constexpr (!std::is_floating_point_v<T>) {
     return N;
-  } else if constexpr (N * sizeof(T) <= 64) {
+  } else if constexpr ((N + 1) * sizeof(T) <= 64) {
     std::size_t p = 1;
-    while (p < N) p *= 2;
+    while (p < N + 1) p *= 2;
     return p;
   } else {
     constexpr std::size_t w = 32 / sizeof(T);
-    return (N + w - 1) / w * w;
+    return (N + 1 + w - 1) / w * w;
   }
 }
+
+// The alignment of a float / double dual's lanes: their size where that is a power of two up to
+// 64 bytes (one vector, never split across cache lines), else the vector's.
+template <class T, std::size_t P>
+constexpr std::size_t dual_align() {
+  constexpr std::size_t bytes = P * sizeof(T);
+  if constexpr (!std::is_floating_point_v<T>)
+    return alignof(std::array<T, P>);
+  else if constexpr (bytes <= 64 && (bytes & (bytes - 1)) == 0)
+    return bytes;
+  else
+    return 32;
+}
+
+// The member of a packed dual that has no separate value.
+struct no_value {};
 
 // Tangent arithmetic on P lanes of T: GCC/Clang vector code for float and double, in chunks of
 // W lanes (the widest vector of the target that divides P), else a plain loop (nested duals,
@@ -120,13 +140,80 @@ struct lanes {
     }
     return r;
   }
+
+  // The last lane, read and written through the whole last vector: the compiler then keeps a
+  // number that is used as whole vectors in registers (a scalar access into the middle of it
+  // makes GCC keep the whole tensor of duals in memory, with copies of it by memcpy).
+  ZENITH_FIXED_INLINE static constexpr T last(A const& a) {
+    if constexpr (vector) {
+      if (!std::is_constant_evaluated()) {
+        typedef T vec __attribute__((vector_size(width * sizeof(T))));
+        vec v;
+        std::memcpy(&v, a.data() + (P - width), sizeof(vec));
+        return v[width - 1];
+      }
+    }
+    return a[P - 1];
+  }
+  ZENITH_FIXED_INLINE static constexpr void set_last(A& a, T const& x) {
+    if constexpr (vector) {
+      if (!std::is_constant_evaluated()) {
+        typedef T vec __attribute__((vector_size(width * sizeof(T))));
+        vec v;
+        std::memcpy(&v, a.data() + (P - width), sizeof(vec));
+        v[width - 1] = x;
+        std::memcpy(a.data() + (P - width), &v, sizeof(vec));
+        return;
+      }
+    }
+    a[P - 1] = x;
+  }
+
+  // r[k] = f(in[k]...) for the tangent lanes k < P - 1 (OnValue false) or for the last lane
+  // only (OnValue true); keep[k] in the other lanes. One masked vector operation.
+  template <bool OnValue, class F, class... In>
+  ZENITH_FIXED_INLINE static A map_masked(A const& keep, F f, In const&... in) {
+    A r;
+    if constexpr (vector) {
+      typedef T vec __attribute__((vector_size(width * sizeof(T))));
+      using I = std::conditional_t<sizeof(T) == 8, std::int64_t, std::int32_t>;
+      typedef I ivec __attribute__((vector_size(width * sizeof(T))));
+      [&]<std::size_t... C>(std::index_sequence<C...>) ZENITH_FIXED_LAMBDA {
+        auto chunk = [&](auto c) ZENITH_FIXED_LAMBDA {
+          auto load = [&](A const& x) ZENITH_FIXED_LAMBDA {
+            vec v;
+            std::memcpy(&v, x.data() + c * width, sizeof(vec));
+            return v;
+          };
+          vec y;
+          if constexpr (c == P / width - 1) {
+            ivec const m = [&]<std::size_t... L>(std::index_sequence<L...>) ZENITH_FIXED_LAMBDA {
+              return ivec{((c * width + L == P - 1) == OnValue ? I(-1) : I(0))...};
+            }
+            (std::make_index_sequence<width>{});
+            y = m ? f(load(in)...) : load(keep);
+          } else if constexpr (OnValue) {
+            y = load(keep);
+          } else {
+            y = f(load(in)...);
+          }
+          std::memcpy(r.data() + c * width, &y, sizeof(vec));
+        };
+        (chunk(std::integral_constant<std::size_t, C>{}), ...);
+      }
+      (std::make_index_sequence<P / width>{});
+    } else {
+      for (std::size_t k = 0; k < P; ++k) r[k] = ((k == P - 1) == OnValue) ? f(in[k]...) : keep[k];
+    }
+    return r;
+  }
 };
 
 // The value of a dual, a constant as it is.
 template <class X>
 ZENITH_FIXED_INLINE constexpr decltype(auto) primal(X const& x) {
   if constexpr (is_dual_v<X>)
-    return (x.v);
+    return x.value();
   else
     return (x);
 }
@@ -163,19 +250,26 @@ struct dual {
                 "zenith: dual<T, N> needs a floating-point T (or a dual, for higher order)");
   using value_type = T;
   static constexpr std::size_t tangents = N;
+  // float / double: the value is the last lane of d (see the top of this file).
+  static constexpr bool packed = std::is_floating_point_v<T>;
   static constexpr std::size_t lane_count = detail::dual_lanes<T, N>();
   using lane_array = std::array<T, lane_count>;
 
-  T v{};           // the value
-  lane_array d{};  // the tangent: d[0], ..., d[N - 1]; lanes from N on are padding (zero)
+  // The value of a dual of duals; nothing for a packed dual.
+  [[no_unique_address]] std::conditional_t<packed, detail::no_value, T> v{};
+  // The tangent d[0], ..., d[N - 1]; for a packed dual the value in the last lane.
+  alignas(detail::dual_align<T, lane_count>()) lane_array d{};
 
   constexpr dual() = default;
   // A constant: zero tangent. Implicit, so that `tensor<dual, 4, 4>{c, -s, 0, a, ...}` and
   // `dual x = 1.0` read as they do for double.
   template <dual_constant<dual> S>
-  constexpr dual(S const& c) : v(static_cast<T>(c)) {}  // NOLINT
-  constexpr dual(T const& value, std::array<T, N> const& tangent) : v(value) {
+  constexpr dual(S const& c) {  // NOLINT
+    set_value(static_cast<T>(c));
+  }
+  constexpr dual(T const& value, std::array<T, N> const& tangent) {
     for (std::size_t k = 0; k < N; ++k) d[k] = tangent[k];
+    set_value(value);
   }
   // The k-th input variable: value x, tangent the k-th unit vector.
   static constexpr dual variable(T const& x, std::size_t k) {
@@ -184,7 +278,19 @@ struct dual {
     return r;
   }
 
-  constexpr T const& value() const { return v; }
+  // The value: a copy for a packed dual, a reference to v for a dual of duals.
+  ZENITH_FIXED_INLINE constexpr decltype(auto) value() const {
+    if constexpr (packed)
+      return detail::lanes<T, lane_count>::last(d);
+    else
+      return (v);
+  }
+  ZENITH_FIXED_INLINE constexpr void set_value(T const& x) {
+    if constexpr (packed)
+      detail::lanes<T, lane_count>::set_last(d, x);
+    else
+      v = x;
+  }
   constexpr T const& tangent(std::size_t k) const { return d[k]; }
   constexpr T& tangent(std::size_t k) { return d[k]; }
 
@@ -261,18 +367,20 @@ concept joint_value_and_partial = (std::is_same_v<T, float> ||
 template <class Op, class T, std::size_t N>
 ZENITH_FIXED_INLINE dual<T, N> dual_unary(dual<T, N> const& x) {
   using D = dual<T, N>;
+  // The lanes first, the value over them (a packed dual's value lane).
   if constexpr (dual_piecewise_constant<Op>()) {
-    return D(T(Op::apply(x.v)));
+    return D(T(Op::apply(x.value())));
   } else if constexpr (joint_value_and_partial<Op, T>) {
-    auto const [y, p] = ops::value_and_partial<Op>::scalar(double(x.v));
+    auto const [y, p] = ops::value_and_partial<Op>::scalar(double(x.value()));
     D r;
-    r.v = T(y);
     r.d = scale_lanes<D>(T(p), x.d);
+    r.set_value(T(y));
     return r;
   } else {
     D r;
-    r.v = Op::apply(x.v);
-    r.d = scale_lanes<D>(Op::template partial<0>(r.v, x.v), x.d);
+    T const y = Op::apply(x.value());
+    r.d = scale_lanes<D>(Op::template partial<0>(y, x.value()), x.d);
+    r.set_value(y);
     return r;
   }
 }
@@ -289,14 +397,15 @@ ZENITH_FIXED_INLINE D dual_binary(A const& a, B const& b) {
     return D(T(Op::apply(av, bv)));
   } else {
     D r;
-    r.v = Op::apply(av, bv);
+    T const y = Op::apply(av, bv);
     if constexpr (std::is_same_v<A, B>)
-      r.d = axpby_lanes<D>(Op::template partial<0>(r.v, av, bv), a.d,
-                           Op::template partial<1>(r.v, av, bv), b.d);
+      r.d = axpby_lanes<D>(Op::template partial<0>(y, av, bv), a.d,
+                           Op::template partial<1>(y, av, bv), b.d);
     else if constexpr (std::is_same_v<A, D>)
-      r.d = scale_lanes<D>(Op::template partial<0>(r.v, av, bv), a.d);
+      r.d = scale_lanes<D>(Op::template partial<0>(y, av, bv), a.d);
     else
-      r.d = scale_lanes<D>(Op::template partial<1>(r.v, av, bv), b.d);
+      r.d = scale_lanes<D>(Op::template partial<1>(y, av, bv), b.d);
+    r.set_value(y);
     return r;
   }
 }
@@ -318,29 +427,31 @@ ZENITH_FIXED_INLINE constexpr dual<T, N> operator+(dual<T, N> const& a) {
 template <class T, std::size_t N>
 ZENITH_FIXED_INLINE dual<T, N> operator-(dual<T, N> const& a) {
   dual<T, N> r;
-  r.v = -a.v;
   r.d = detail::dual_lanes_t<dual<T, N>>::map([](auto const& x) ZENITH_FIXED_LAMBDA { return -x; },
                                               a.d);
+  if constexpr (!dual<T, N>::packed) r.v = -a.v;
   return r;
 }
+
+// In each operator below the lanes are computed first and the value is set over them. Where
+// one vector operation already gives a packed dual's value in its last lane (a sum, a product
+// with a constant) the value is not set again.
 
 template <class A, class B>
 requires dual_operands<A, B> ZENITH_FIXED_INLINE auto operator+(A const& a, B const& b) {
   using D = promote_t<A, B>;
   D r;
-  if constexpr (std::is_same_v<A, B>)
-    r.v = a.v + b.v;
-  else if constexpr (std::is_same_v<A, D>)
-    r.v = a.v + detail::constant_as<D>(b);
-  else
-    r.v = detail::constant_as<D>(a) + b.v;
-  if constexpr (std::is_same_v<A, B>)
+  if constexpr (std::is_same_v<A, B>) {
     r.d = detail::dual_lanes_t<D>::map(
         [](auto const& x, auto const& y) ZENITH_FIXED_LAMBDA { return x + y; }, a.d, b.d);
-  else if constexpr (std::is_same_v<A, D>)
+    if constexpr (!D::packed) r.v = a.v + b.v;
+  } else if constexpr (std::is_same_v<A, D>) {
     r.d = a.d;
-  else
+    r.set_value(a.value() + detail::constant_as<D>(b));
+  } else {
     r.d = b.d;
+    r.set_value(detail::constant_as<D>(a) + b.value());
+  }
   return r;
 }
 
@@ -348,43 +459,47 @@ template <class A, class B>
 requires dual_operands<A, B> ZENITH_FIXED_INLINE auto operator-(A const& a, B const& b) {
   using D = promote_t<A, B>;
   D r;
-  if constexpr (std::is_same_v<A, B>)
-    r.v = a.v - b.v;
-  else if constexpr (std::is_same_v<A, D>)
-    r.v = a.v - detail::constant_as<D>(b);
-  else
-    r.v = detail::constant_as<D>(a) - b.v;
-  if constexpr (std::is_same_v<A, B>)
+  if constexpr (std::is_same_v<A, B>) {
     r.d = detail::dual_lanes_t<D>::map(
         [](auto const& x, auto const& y) ZENITH_FIXED_LAMBDA { return x - y; }, a.d, b.d);
-  else if constexpr (std::is_same_v<A, D>)
+    if constexpr (!D::packed) r.v = a.v - b.v;
+  } else if constexpr (std::is_same_v<A, D>) {
     r.d = a.d;
-  else
+    r.set_value(a.value() - detail::constant_as<D>(b));
+  } else {
     r.d = detail::dual_lanes_t<D>::map([](auto const& y) ZENITH_FIXED_LAMBDA { return -y; }, b.d);
+    r.set_value(detail::constant_as<D>(a) - b.value());
+  }
   return r;
 }
 
 template <class A, class B>
 requires dual_operands<A, B> ZENITH_FIXED_INLINE auto operator*(A const& a, B const& b) {
   using D = promote_t<A, B>;
+  using L = detail::dual_lanes_t<D>;
   D r;
   if constexpr (std::is_same_v<A, B>) {
-    r.v = a.v * b.v;
-    auto const& av = a.v;
-    auto const& bv = b.v;
-    r.d = detail::dual_lanes_t<D>::map([&](auto const& x, auto const& y)
-                                           ZENITH_FIXED_LAMBDA { return bv * x + av * y; },
-                                       a.d, b.d);
+    auto const& av = a.value();
+    auto const& bv = b.value();
+    if constexpr (D::packed) {
+      // a.v * b (all lanes: the value lane is the product), then b.v * a' on the tangent lanes
+      auto const p = L::map([&](auto const& y) ZENITH_FIXED_LAMBDA { return av * y; }, b.d);
+      r.d = L::template map_masked<false>(
+          p, [&](auto const& t, auto const& x) ZENITH_FIXED_LAMBDA { return t + bv * x; }, p, a.d);
+    } else {
+      r.v = av * bv;
+      r.d =
+          L::map([&](auto const& x, auto const& y) ZENITH_FIXED_LAMBDA { return bv * x + av * y; },
+                 a.d, b.d);
+    }
   } else if constexpr (std::is_same_v<A, D>) {
     auto const c = detail::constant_as<D>(b);
-    r.v = a.v * c;
-    r.d =
-        detail::dual_lanes_t<D>::map([&](auto const& x) ZENITH_FIXED_LAMBDA { return x * c; }, a.d);
+    r.d = L::map([&](auto const& x) ZENITH_FIXED_LAMBDA { return x * c; }, a.d);
+    if constexpr (!D::packed) r.v = a.v * c;
   } else {
     auto const c = detail::constant_as<D>(a);
-    r.v = c * b.v;
-    r.d =
-        detail::dual_lanes_t<D>::map([&](auto const& y) ZENITH_FIXED_LAMBDA { return c * y; }, b.d);
+    r.d = L::map([&](auto const& y) ZENITH_FIXED_LAMBDA { return c * y; }, b.d);
+    if constexpr (!D::packed) r.v = c * b.v;
   }
   return r;
 }
@@ -393,91 +508,89 @@ template <class A, class B>
 requires dual_operands<A, B> ZENITH_FIXED_INLINE auto operator/(A const& a, B const& b) {
   using D = promote_t<A, B>;
   using T = typename D::value_type;
+  using L = detail::dual_lanes_t<D>;
   D r;
   if constexpr (std::is_same_v<A, B>) {
     // (a / b)' = (a' - (a / b) b') / b
-    r.v = a.v / b.v;
-    T const inv = T(1) / b.v;
-    T const q = -(r.v * inv);
-    r.d = detail::dual_lanes_t<D>::map([&](auto const& x, auto const& y)
-                                           ZENITH_FIXED_LAMBDA { return x * inv + q * y; },
-                                       a.d, b.d);
+    T const y = a.value() / b.value();
+    T const inv = T(1) / b.value();
+    T const q = -(y * inv);
+    r.d = L::map([&](auto const& x, auto const& z) ZENITH_FIXED_LAMBDA { return x * inv + q * z; },
+                 a.d, b.d);
+    r.set_value(y);
   } else if constexpr (std::is_same_v<A, D>) {
     auto const c = detail::constant_as<D>(b);
     using C = std::remove_const_t<decltype(c)>;
-    r.v = a.v / c;
     C const inv = C(1) / c;
-    r.d = detail::dual_lanes_t<D>::map([&](auto const& x) ZENITH_FIXED_LAMBDA { return x * inv; },
-                                       a.d);
+    r.d = L::map([&](auto const& x) ZENITH_FIXED_LAMBDA { return x * inv; }, a.d);
+    r.set_value(a.value() / c);  // divided, not times 1 / c
   } else {
     // (c / b)' = -(c / b) b' / b
-    r.v = detail::constant_as<D>(a) / b.v;
-    T const q = -(r.v / b.v);
-    r.d =
-        detail::dual_lanes_t<D>::map([&](auto const& y) ZENITH_FIXED_LAMBDA { return q * y; }, b.d);
+    T const y = detail::constant_as<D>(a) / b.value();
+    T const q = -(y / b.value());
+    r.d = L::map([&](auto const& z) ZENITH_FIXED_LAMBDA { return q * z; }, b.d);
+    r.set_value(y);
   }
   return r;
 }
 
 // ---- matmul ----
 
-// The values multiply as plain matrices; the tangents as d(ab) = da b + a db, accumulated in
-// outer-product order (k outermost) so that the M x P tangent accumulators stay in registers,
-// each entry of b is loaded once per row of a, and each term is one FMA into the accumulator
-// (its chain is interleaved with the other outputs', which hides the latency). The
-// entry-by-entry dual product manages none of this: 350 -> 300 ns for the 7-joint forward
-// kinematics Jacobian (bench/fk_jacobian). Each output's terms are added in the order k = 0,
-// 1, ... Entries flagged constant give no tangent term and entries flagged zero no term at all
-// (the flags are compile-time constants here, see fixed_matmul in fixed_eval.hpp: 282 -> 260 ns
-// there).
-// Every accumulator starts at +0, so skipping a term whose product is +-0 changes nothing for
-// finite values; an inf or NaN times a flagged zero gives no NaN. Testing tangents for zero at
-// run time instead was measured and lost: the test per entry costs more than the vector
-// operations it saves.
+// Value and tangent together, one row of the output at a time: each term a(i, k) b(k, j) is one
+// FMA over all lanes of one factor scaled by the other's value (the value lane gets the product
+// of the values), plus, where both are duals, one masked FMA for the other factor's tangent.
+// The P accumulators of a row and the row of a stay in registers; a row of the output depends
+// only on the same row of a. The entry-by-entry dual product manages none of this (350 -> 300
+// ns for the 7-joint forward kinematics Jacobian, bench/fk_jacobian, with separate values; the
+// packed lanes took it further, see bench/RESULTS.md). Each output's terms are added in the
+// order k = 0, 1, ... Entries flagged constant give no tangent term and entries flagged zero no
+// term at all (the flags are compile-time constants here, see fixed_matmul in fixed_eval.hpp:
+// 282 -> 260 ns there). Every accumulator starts at +0, so skipping a term whose product is
+// +-0 changes nothing for finite values; an inf or NaN times a flagged zero gives no NaN.
+// Testing tangents for zero at run time instead was measured and lost: the test per entry costs
+// more than the vector operations it saves.
 template <class T, std::size_t N>
 template <std::size_t M, std::size_t K, std::size_t P>
 requires std::is_floating_point_v<T> ZENITH_FIXED_INLINE void dual<T, N>::matmul_kernel(
     dual* out, dual const* a, dual const* b, std::uint8_t const* flags_a,
     std::uint8_t const* flags_b) {
+  static_assert(packed);
   using L = detail::lanes<T, lane_count>;
   auto flag_a = [&](std::size_t i)
                     ZENITH_FIXED_LAMBDA { return flags_a ? flags_a[i] : std::uint8_t(0); };
   auto flag_b = [&](std::size_t i)
                     ZENITH_FIXED_LAMBDA { return flags_b ? flags_b[i] : std::uint8_t(0); };
-  detail::static_for<M * P>([&](auto o) ZENITH_FIXED_LAMBDA {
-    std::size_t const i = o / P, j = o % P;
-    T v = T(0);
+  detail::static_for<M>([&](auto i) ZENITH_FIXED_LAMBDA {
+    lane_array acc[P] = {};
     detail::static_for<K>([&](auto k) ZENITH_FIXED_LAMBDA {
-      if (!((flag_a(i * K + k) | flag_b(k * P + j)) & detail::zero_flag))
-        v += a[i * K + k].v * b[k * P + j].v;
-    });
-    out[o].v = v;
-    out[o].d = lane_array{};
-  });
-  detail::static_for<K * P>([&](auto e) ZENITH_FIXED_LAMBDA {
-    std::size_t const k = e / P, j = e % P;
-    dual const& y = b[e];
-    detail::static_for<M>([&](auto i) ZENITH_FIXED_LAMBDA {
       dual const& x = a[i * K + k];
-      T const xv = x.v, yv = y.v;
-      std::uint8_t const fx = flag_a(i * K + k), fy = flag_b(e);
-      bool const zero = (fx | fy) & detail::zero_flag;
-      bool const x_constant = zero || (fx & detail::constant_flag);
-      bool const y_constant = zero || (fy & detail::constant_flag);
-      auto& s = out[i * P + j].d;
-      if (x_constant && y_constant) return;
-      if (x_constant) {
-        s = L::map([&](auto const& t, auto const& dy) ZENITH_FIXED_LAMBDA { return t + xv * dy; },
-                   s, y.d);
-      } else if (y_constant) {
-        s = L::map([&](auto const& t, auto const& dx) ZENITH_FIXED_LAMBDA { return t + yv * dx; },
-                   s, x.d);
-      } else {
-        s = L::map([&](auto const& t, auto const& dx, auto const& dy)
-                       ZENITH_FIXED_LAMBDA { return (t + yv * dx) + xv * dy; },
-                   s, x.d, y.d);
-      }
+      std::uint8_t const fx = flag_a(i * K + k);
+      detail::static_for<P>([&](auto j) ZENITH_FIXED_LAMBDA {
+        dual const& y = b[k * P + j];
+        std::uint8_t const fy = flag_b(k * P + j);
+        if ((fx | fy) & detail::zero_flag) return;
+        bool const x_constant = fx & detail::constant_flag;
+        bool const y_constant = fy & detail::constant_flag;
+        T const xv = x.value(), yv = y.value();
+        auto& t = acc[j];
+        if (x_constant && y_constant) {  // no tangent: the value lane only
+          t = L::template map_masked<true>(
+              t, [&](auto const& u) ZENITH_FIXED_LAMBDA { return u + xv * yv; }, t);
+          return;
+        }
+        // One factor's lanes whole, scaled by the other's value (the value lane gets xv * yv),
+        // then, where both are duals, the other's tangent lanes.
+        dual const& whole = y_constant ? x : y;
+        T const scale = y_constant ? yv : xv;
+        t = L::map([&](auto const& u, auto const& w) ZENITH_FIXED_LAMBDA { return u + scale * w; },
+                   t, whole.d);
+        if (!x_constant && !y_constant)
+          t = L::template map_masked<false>(
+              t, [&](auto const& u, auto const& z) ZENITH_FIXED_LAMBDA { return u + yv * z; }, t,
+              x.d);
+      });
     });
+    detail::static_for<P>([&](auto j) ZENITH_FIXED_LAMBDA { out[i * P + j].d = acc[j]; });
   });
 }
 
@@ -506,7 +619,7 @@ ZENITH_FIXED_INLINE dual<T, N> stop_gradient(dual<T, N> const& x) {
   if constexpr (is_dual_v<T>)
     return dual<T, N>(stop_gradient(x.v));
   else
-    return dual<T, N>(x.v);
+    return dual<T, N>(x.value());
 }
 ZENITH_DUAL_UNARY(abs, abs)
 ZENITH_DUAL_UNARY(sign, sign)
@@ -548,14 +661,14 @@ ZENITH_DUAL_BINARY(minimum, minimum)
 template <class X>
 constexpr auto value_of(X const& x) {
   if constexpr (is_dual_v<X>)
-    return value_of(x.v);
+    return value_of(x.value());
   else
     return x;
 }
 
 template <class T, std::size_t N>
 std::ostream& operator<<(std::ostream& os, dual<T, N> const& x) {
-  os << x.v << " + [";
+  os << x.value() << " + [";
   for (std::size_t k = 0; k < N; ++k) os << (k ? ", " : "") << x.d[k];
   return os << "]e";
 }
