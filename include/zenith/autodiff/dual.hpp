@@ -79,19 +79,6 @@ constexpr std::size_t dual_lanes() {
   }
 }
 
-// The alignment of a float / double dual's lanes: their size where that is a power of two up to
-// 64 bytes (one vector, never split across cache lines), else the vector's.
-template <class T, std::size_t P>
-constexpr std::size_t dual_align() {
-  constexpr std::size_t bytes = P * sizeof(T);
-  if constexpr (!std::is_floating_point_v<T>)
-    return alignof(std::array<T, P>);
-  else if constexpr (bytes <= 64 && (bytes & (bytes - 1)) == 0)
-    return bytes;
-  else
-    return 32;
-}
-
 // The member of a packed dual that has no separate value.
 struct no_value {};
 
@@ -258,7 +245,9 @@ struct dual {
   // The value of a dual of duals; nothing for a packed dual.
   [[no_unique_address]] std::conditional_t<packed, detail::no_value, T> v{};
   // The tangent d[0], ..., d[N - 1]; for a packed dual the value in the last lane.
-  alignas(detail::dual_align<T, lane_count>()) lane_array d{};
+  // Float / double lanes aligned to the vector (one load, never split across cache lines).
+  alignas(packed ? detail::vector_align(sizeof(lane_array), alignof(T))
+                 : alignof(lane_array)) lane_array d{};
 
   constexpr dual() = default;
   // A constant: zero tangent. Implicit, so that `tensor<dual, 4, 4>{c, -s, 0, a, ...}` and

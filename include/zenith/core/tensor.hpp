@@ -112,6 +112,14 @@ ZENITH_FIXED_INLINE constexpr std::uint8_t initial_flags(U const& v) {
     return 0;
 }
 
+// The largest power of two up to 64 bytes (a cache line, an AVX-512 vector) that divides
+// `bytes`, at least `least`: an alignment that adds no padding to an object of that size.
+constexpr std::size_t vector_align(std::size_t bytes, std::size_t least) {
+  std::size_t a = least;
+  while (bytes > 0 && a < 64 && bytes % (2 * a) == 0) a *= 2;
+  return a;
+}
+
 // The tag of tensor's constructor that leaves the elements unset.
 struct uninitialized_t {
   explicit uninitialized_t() = default;
@@ -337,12 +345,7 @@ class tensor : public expr_base<tensor<T, N...>> {
   // expression then never straddles a cache line, nor a page: on the stack at a 32-byte
   // boundary, a page split in a value_and_grad's result or input made a 6-10 ns call take
   // 26-41 ns (bench/RESULTS.md, "Exp with vscalefpd, tensors aligned to the vector").
-  static constexpr std::size_t storage_align = [] {
-    std::size_t a = alignof(T);
-    while (count > 0 && a < 64 && (count * sizeof(T)) % (2 * a) == 0) a *= 2;
-    return a;
-  }();
-  alignas(storage_align) std::array<T, count> data_;
+  alignas(detail::vector_align(count * sizeof(T), alignof(T))) std::array<T, count> data_;
   [[no_unique_address]] detail::constant_entries<T, count> constants_;
 };
 

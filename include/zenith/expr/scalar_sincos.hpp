@@ -25,6 +25,7 @@ struct sin_cos {
   constexpr double two_over_pi = 0x1.45f306dc9c883p-1;
   constexpr double pio2_1 = 0x1.921fb54442d18p0, pio2_2 = 0x1.1a62633145c07p-54,
                    pio2_3 = -0x1.f1976b7ed8fbcp-110;
+  bool const in_range = std::fabs(x) <= 0x1.921fb54442d18p20;  // |k| < 2^20; false for NaN
   double const k = std::nearbyint(x * two_over_pi);
   double r = std::fma(-k, pio2_1, x);
   r = std::fma(-k, pio2_2, r);
@@ -46,13 +47,13 @@ struct sin_cos {
   double const w = 1.0 - hz;
   double const c = w + (((1.0 - w) - hz) + z * pc);
   // The quadrant k mod 4: sin(x) = s, c, -s, -c and cos(x) = c, -s, -c, s.
-  auto const n = static_cast<std::uint64_t>(static_cast<std::int64_t>(k));
+  // (k converted only where it fits: out of range, inf or NaN it would be undefined)
+  auto const n = static_cast<std::uint64_t>(static_cast<std::int64_t>(in_range ? k : 0.0));
   bool const swap = n & 1;
   std::uint64_t const sin_sign = (n & 2) << 62, cos_sign = ((n + 1) & 2) << 62;
   double const sv = std::bit_cast<double>(std::bit_cast<std::uint64_t>(swap ? c : s) ^ sin_sign);
   double const cv = std::bit_cast<double>(std::bit_cast<std::uint64_t>(swap ? s : c) ^ cos_sign);
-  if (__builtin_expect(!(std::fabs(x) <= 0x1.921fb54442d18p20), 0))
-    return {std::sin(x), std::cos(x)};
+  if (__builtin_expect(!in_range, 0)) return {std::sin(x), std::cos(x)};
   return {x == 0 ? x : sv, cv};  // sin(-0) = -0 (the reduction gives +0)
 }
 
