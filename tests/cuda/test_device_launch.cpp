@@ -63,6 +63,28 @@ TEST_CASE("reductions of device expressions run as generated kernels", "[cuda][n
               zn::array<double>(zn::sum(zn::transpose(xd) * 2.0, 0)), 1e-12);
   check_close(zn::array<std::int64_t>(zn::argmax(dxd * dxd, 1)),
               zn::array<std::int64_t>(zn::argmax(xd * xd, 1)), 0);
+  // Few outputs of many elements: each output's elements split among blocks, whose partial
+  // states a second kernel combines (reduction_splits).
+  REQUIRE(cu::reduction_splits(1, 40000) == 4);
+  REQUIRE(cu::reduction_splits(2, 20000) == 2);
+  auto long_x = values<double>({40000}, -1, 1);
+  auto wide_x = values<float>({2, 20000}, -2, 2);
+  auto dlong = long_x.to(gpu0);
+  auto dwide = wide_x.to(gpu0);
+  auto const before = host_runner::launches.size();
+  check_close(zn::array<double>(zn::sum(zn::exp(dlong) * dlong)),
+              zn::array<double>(zn::sum(zn::exp(long_x) * long_x)), 1e-12);
+  REQUIRE(host_runner::launches.size() == before + 2);  // the partials, then their combination
+  CHECK(host_runner::launches.back().rfind("zn_redfin_", 0) == 0);
+  check_close(zn::array<float>(zn::mean(zn::sin(dwide), 1)),
+              zn::array<float>(zn::mean(zn::sin(wide_x), 1)), 3e-6);
+  check_close(zn::array<float>(zn::logsumexp(dwide, 1)), zn::array<float>(zn::logsumexp(wide_x, 1)),
+              3e-6);
+  check_close(zn::array<double>(zn::max(dlong)), zn::array<double>(zn::max(long_x)), 0);
+  check_close(zn::array<std::int64_t>(zn::argmax(dlong)),
+              zn::array<std::int64_t>(zn::argmax(long_x)), 0);
+  check_close(zn::array<std::int64_t>(zn::argmin(dwide, 1)),
+              zn::array<std::int64_t>(zn::argmin(wide_x, 1)), 0);
   // A zero-size reduced axis: the identity, or the CPU's error where there is none.
   auto empty = zn::array<float>::empty({3, 0}).to(gpu0);
   check_close(zn::array<float>(zn::sum(empty, 1)), zn::zeros<float>({3}), 0);

@@ -252,27 +252,43 @@ TEST_CASE("generated kernels compiled for the host compute what the CPU backend 
 
 namespace {
 
-// A reduction node r (zn::sum(e, axes), ...): its kernel in both index widths, against zn::eval(r).
+// A reduction node r (zn::sum(e, axes), ...): its kernel in both index widths, in one launch and
+// split (each output's elements shared by 2 or 7 blocks, whose partial states the finishing
+// kernel combines; with 7 splits of a short axis some splits see nothing but the identity),
+// against zn::eval(r).
 template <class R>
 emulated_case make_reduction_case(std::string what, R r) {
   using Op = typename R::op_type;
   using T = zn::value_t<R>;
   using Ev = decltype(zn::make_evaluator(r.child));
+  using A = typename Ev::compute_type;
   emulated_case c;
   c.what = what;
-  c.kernels = {cu::reduction_kernel<Op, T, Ev>(false), cu::reduction_kernel<Op, T, Ev>(true)};
+  c.kernels = {cu::reduction_kernel<Op, T, Ev>(false), cu::reduction_kernel<Op, T, Ev>(true),
+               cu::reduction_finish_kernel<Op, T, A>()};
   c.run = [r, what](auto launch) {
     zn::array<T> want = zn::eval(r);
+    auto const nout = std::int64_t(want.size()), count = std::int64_t(r.count());
     for (bool wide : {false, true}) {
-      INFO(what << (wide ? ", 64-bit index" : ", 32-bit index"));
-      zn::array<T> got = zn::zeros<T>(want.shape());
-      auto ev = zn::make_evaluator(r.child);
-      cu::kernel_args args = cu::reduction_args(wide, got.data(), r.child.shape(), r.axes, ev);
-      launch(cu::reduction_kernel<Op, T, Ev>(wide), args);
-      for (std::size_t i = 0; i < want.size(); ++i) {
-        double a = double(got.data()[i]), b = double(want.data()[i]);
-        INFO("element " << i << ": emulated " << a << ", CPU " << b);
-        REQUIRE(std::abs(a - b) <= 8 * tolerance<T>() * (1 + std::abs(b)));
+      for (std::int64_t splits : {1, 2, 7}) {
+        INFO(what << (wide ? ", 64-bit index" : ", 32-bit index") << ", " << splits << " splits");
+        zn::array<T> got = zn::zeros<T>(want.shape());
+        auto ev = zn::make_evaluator(r.child);
+        std::vector<std::int64_t> part(
+            (std::size_t(nout * splits) * cu::reduction_state_bytes<Op, A>() + 7) / 8, -1);
+        cu::kernel_args args =
+            cu::reduction_args(wide, got.data(), r.child.shape(), r.axes, ev, splits, part.data());
+        launch(cu::reduction_kernel<Op, T, Ev>(wide), args);
+        if (splits > 1) {
+          cu::kernel_args fin =
+              cu::reduction_finish_args(nout, count, splits, got.data(), part.data());
+          launch(cu::reduction_finish_kernel<Op, T, A>(), fin);
+        }
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          double a = double(got.data()[i]), b = double(want.data()[i]);
+          INFO("element " << i << ": emulated " << a << ", CPU " << b);
+          REQUIRE(std::abs(a - b) <= 8 * tolerance<T>() * (1 + std::abs(b)));
+        }
       }
     }
   };

@@ -103,6 +103,11 @@ kernel_source const& reduction_kernel_for(bool index64) {
   if (it == made.end()) it = made.emplace(index64, reduction_kernel<Op, T, Ev>(index64)).first;
   return it->second;
 }
+template <class Op, element T, class A>
+kernel_source const& reduction_finish_kernel_for() {
+  static kernel_source const made = reduction_finish_kernel<Op, T, A>();
+  return made;
+}
 
 // Whether an index into the child of shape s, or any leaf's offset, needs 64 bits.
 template <class Ev>
@@ -198,10 +203,28 @@ array<T> run_on_device(device d, E const& e) {
     zenith::detail::kernel_device_scope scope(d);  // the leaves may live on d
     auto ev = make_evaluator(e.child);
     using Ev = decltype(ev);
-    bool wide = detail::needs_index64(s, ev);
+    // 32-bit indices only where the threads' strides past the last element fit too (a step is
+    // at most a block per split).
+    bool wide = detail::needs_index64(s, ev) ||
+                std::int64_t(s.numel()) > std::numeric_limits<std::int32_t>::max() -
+                                              reduction_split_blocks * reduction_block;
     kernel_source const& k = detail::reduction_kernel_for<Op, T, Ev>(wide);
-    kernel_args a = reduction_args(wide, out.data(), s, e.axes, ev);
-    runner.run(d, k, a, {unsigned(reduction_block), std::int64_t(out.size()), true});
+    std::int64_t const nout = std::int64_t(out.size()), count = std::int64_t(e.count());
+    std::int64_t const splits = reduction_splits(nout, count);
+    if (splits == 1) {
+      kernel_args a = reduction_args(wide, out.data(), s, e.axes, ev);
+      runner.run(d, k, a, {unsigned(reduction_block), nout, true});
+      return out;
+    }
+    // Split: each block's partial state, then one block per output combines them.
+    using A = typename Ev::compute_type;
+    std::size_t const bytes = std::size_t(nout * splits) * reduction_state_bytes<Op, A>();
+    auto part = array<std::int64_t>::empty({(bytes + 7) / 8}, d);
+    kernel_args a = reduction_args(wide, out.data(), s, e.axes, ev, splits, part.data());
+    runner.run(d, k, a, {unsigned(reduction_block), nout * splits, true});
+    kernel_args f = reduction_finish_args(nout, count, splits, out.data(), part.data());
+    runner.run(d, detail::reduction_finish_kernel_for<Op, T, A>(), f,
+               {unsigned(reduction_block), nout, true});
     return out;
   } else {
     auto out = array<T>::empty(e.shape(), d);

@@ -9,15 +9,21 @@
 //   auto args = zn::cuda_backend::reduction_args(src_variant_index64, out, child.shape(), axes,
 //   ev);
 //
-// One block per output element (grid-stride over outputs); the block's threads stride over the
-// reduced elements, each folding its share with the op's `cuda` combine, then the block combines
-// the threads' values in shared memory in a fixed tree. blockDim.x must be a power of two, at
-// most reduction_block. The order of combination depends only on blockDim.x, never on timing:
-// the same launch gives the same bits.
+// One block per output element and split (grid-stride over both); the block's threads stride
+// over the split's share of the reduced elements, each folding its share with the op's `cuda`
+// combine, then the block combines the threads' values in shared memory in a fixed tree.
+// blockDim.x must be a power of two, at most reduction_block. With one split the block writes
+// the output; with several (few outputs of many elements each: a whole-array sum, where one block
+// per output would leave all but one of a GPU's multiprocessors idle) each writes its partial
+// state, and reduction_finish_kernel combines an output's partials in a second launch. The
+// order of combination depends only on blockDim.x and the split count (reduction_splits: the
+// shapes alone), never on timing: the same launch gives the same bits.
 //
-// Parameters: zn_idx nout, zn_idx count (reduced elements per output), the output, the leaves,
-// the literals, and zn_rgeom: kept dims and reduced dims, then the strides over the kept dims
-// (row 0 the output's, row k + 1 leaf k's) and over the reduced dims (row k leaf k's).
+// Parameters: zn_idx nout, zn_idx count (reduced elements per output), zn_idx splits, the
+// output, the partial states (nout * splits of them; unused with one split), the leaves, the
+// literals, and zn_rgeom: kept dims and reduced dims, then the strides over the kept dims (row 0
+// the output's, row k + 1 leaf k's) and over the reduced dims (row k leaf k's).
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -32,6 +38,18 @@
 namespace zenith::cuda_backend {
 
 inline constexpr int reduction_block = 256;
+
+// How many blocks share each output's reduced elements: enough blocks in all to fill a GPU (an
+// H100 has 132 multiprocessors; reduction_split_blocks keeps several blocks on each), each
+// folding at least reduction_split_least elements (32 per thread). One for every reduction
+// whose outputs alone make that many blocks, or whose outputs are short.
+inline constexpr std::int64_t reduction_split_blocks = 1024;
+inline constexpr std::int64_t reduction_split_least = 8192;
+inline std::int64_t reduction_splits(std::int64_t nout, std::int64_t count) {
+  if (nout <= 0 || nout >= reduction_split_blocks) return 1;
+  return std::max<std::int64_t>(
+      1, std::min(count / reduction_split_least, reduction_split_blocks / nout));
+}
 
 namespace detail {
 
@@ -112,6 +130,22 @@ std::string reduction_state_source() {
   }
 }
 
+// The block's threads' states (acc, thread t) combined in shared memory in a fixed tree: the
+// block's state in zn_sh[0].
+inline std::string block_tree_source() {
+  return "    zn_sh[t] = acc;\n    __syncthreads();\n"
+         "    for (int h = blockDim.x / 2; h > 0; h >>= 1) {\n"
+         "      if (t < h) zn_sh[t] = zn_combine(zn_sh[t], zn_sh[t + h]);\n"
+         "      __syncthreads();\n    }\n";
+}
+
+// The output finished from the block's state zn_sh[0] over `count` elements, as T.
+template <class Op, element T, class A>
+std::string finished_output_source() {
+  std::string const result = indexed_reduction<Op> ? "zn_sh[0].i" : "zn_sh[0]";
+  return store_from_compute<T>(reduce_snippet<A>(Op::cuda_finalize, result, "", "count"));
+}
+
 }  // namespace detail
 
 // The kernel reducing Ev (the child's evaluator) with Op into an output of element type T.
@@ -124,9 +158,10 @@ requires device_reduction<Op> kernel_source reduction_kernel(bool index64) {
   std::string const acc(device_type<A>());
 
   kernel_source src;
-  std::string params =
-      "zn_idx nout, zn_idx count, " + std::string(device_type<T>()) + "* __restrict__ out";
-  src.params = {"zn_idx", "zn_idx", std::string(device_type<T>()) + "*"};
+  std::string params = "zn_idx nout, zn_idx count, zn_idx splits, " +
+                       std::string(device_type<T>()) +
+                       "* __restrict__ out, zn_state* __restrict__ part";
+  src.params = {"zn_idx", "zn_idx", "zn_idx", std::string(device_type<T>()) + "*", "zn_state*"};
   for (std::size_t i = 0; i < nl; ++i) {
     std::string st(b.leaves[i].storage);
     params += ", const " + st + "* __restrict__ in" + std::to_string(i);
@@ -156,7 +191,8 @@ requires device_reduction<Op> kernel_source reduction_kernel(bool index64) {
   s += "extern \"C\" __global__ void ZN_KERNEL(" + params + ") {\n";
   s += "  __shared__ zn_state zn_sh[" + std::to_string(reduction_block) + "];\n";
   s += "  const int t = threadIdx.x;\n";
-  s += "  for (zn_idx o = blockIdx.x; o < nout; o += gridDim.x) {\n";
+  s += "  for (zn_idx u = blockIdx.x; u < nout * splits; u += gridDim.x) {\n";
+  s += "    const zn_idx o = u / splits, p = u - o * splits;\n";
   s += "    zn_idx r = o, b_out = 0";
   for (std::size_t k = 0; k < nl; ++k) s += ", b" + std::to_string(k) + " = 0";
   s += ";\n";
@@ -168,7 +204,7 @@ requires device_reduction<Op> kernel_source reduction_kernel(bool index64) {
   }
   s += detail::split_index("r", "g.kdims", "g.nk", kept, "    ");
   s += "    zn_state acc = zn_identity();\n";
-  s += "    for (zn_idx j = t; j < count; j += blockDim.x) {\n";
+  s += "    for (zn_idx j = p * blockDim.x + t; j < count; j += splits * blockDim.x) {\n";
   s += "      zn_idx q = j";
   for (std::size_t k = 0; k < nl; ++k) s += ", o" + std::to_string(k) + " = b" + std::to_string(k);
   s += ";\n";
@@ -178,14 +214,9 @@ requires device_reduction<Op> kernel_source reduction_kernel(bool index64) {
   else
     s += "      const zn_state x = (" + acc + ")(" + expr + ");\n";
   s += "      acc = zn_combine(acc, x);\n    }\n";
-  s += "    zn_sh[t] = acc;\n    __syncthreads();\n";
-  s += "    for (int h = blockDim.x / 2; h > 0; h >>= 1) {\n";
-  s += "      if (t < h) zn_sh[t] = zn_combine(zn_sh[t], zn_sh[t + h]);\n";
-  s += "      __syncthreads();\n    }\n";
-  std::string const result = indexed_reduction<Op> ? "zn_sh[0].i" : "zn_sh[0]";
-  s += "    if (t == 0) out[b_out] = " +
-       detail::store_from_compute<T>(
-           detail::reduce_snippet<A>(Op::cuda_finalize, result, "", "count")) +
+  s += detail::block_tree_source();
+  s += "    if (t == 0 && splits > 1) part[u] = zn_sh[0];\n";
+  s += "    else if (t == 0) out[b_out] = " + detail::finished_output_source<Op, T, A>() +
        ";\n    __syncthreads();\n  }\n}\n";
 
   src.name = "zn_red_" + detail::hex64(detail::fnv1a(s));
@@ -194,11 +225,65 @@ requires device_reduction<Op> kernel_source reduction_kernel(bool index64) {
   return src;
 }
 
+// The second launch of a split reduction: one block per output combines its splits' partial
+// states (part[o * splits ..], in a fixed order) and writes the finished output. Parameters:
+// zn_idx nout, count, splits (64-bit), the output, the partial states.
+template <class Op, element T, class A>
+requires device_reduction<Op> kernel_source reduction_finish_kernel() {
+  kernel_source src;
+  src.params = {"zn_idx", "zn_idx", "zn_idx", std::string(device_type<T>()) + "*",
+                "const zn_state*"};
+  std::string s = detail::prelude({layout::contiguous, true, 0}, 0);
+  s += "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n";
+  s += detail::reduction_state_source<Op, A>();
+  s += "extern \"C\" __global__ void ZN_KERNEL(zn_idx nout, zn_idx count, zn_idx splits, " +
+       std::string(device_type<T>()) + "* __restrict__ out, const zn_state* __restrict__ part) {\n";
+  s += "  __shared__ zn_state zn_sh[" + std::to_string(reduction_block) + "];\n";
+  s += "  const int t = threadIdx.x;\n";
+  s += "  for (zn_idx o = blockIdx.x; o < nout; o += gridDim.x) {\n";
+  s += "    zn_state acc = zn_identity();\n";
+  s += "    for (zn_idx p = t; p < splits; p += blockDim.x) acc = zn_combine(acc, part[o * "
+       "splits + p]);\n";
+  s += detail::block_tree_source();
+  s += "    if (t == 0) out[o] = " + detail::finished_output_source<Op, T, A>() +
+       ";\n    __syncthreads();\n  }\n}\n";
+  src.name = "zn_redfin_" + detail::hex64(detail::fnv1a(s));
+  detail::replace_all(s, "ZN_KERNEL", src.name);
+  src.text = std::move(s);
+  return src;
+}
+
+// Bytes of one partial state of Op on accumulator type A, as the device lays zn_state out.
+template <class Op, class A>
+constexpr std::size_t reduction_state_bytes() {
+  if constexpr (indexed_reduction<Op>) {
+    struct state {
+      A v;
+      long long i;
+    };
+    return sizeof(state);
+  } else {
+    return sizeof(A);
+  }
+}
+
+inline kernel_args reduction_finish_args(std::int64_t nout, std::int64_t count, std::int64_t splits,
+                                         void* out, void const* part) {
+  kernel_args a;
+  a.push_index(true, nout);
+  a.push_index(true, count);
+  a.push_index(true, splits);
+  a.push(out);
+  a.push(part);
+  return a;
+}
+
 // The arguments of reduction_kernel's kernel for out (contiguous over the kept axes) = the
-// reduction over the axes in mask (bit d: axis d of s) of ev, built for the child's shape s.
+// reduction over the axes in mask (bit d: axis d of s) of ev, built for the child's shape s;
+// with splits > 1, part holds nout * splits partial states (reduction_state_bytes each).
 template <element T, class Ev>
-kernel_args reduction_args(bool index64, T* out, zenith::shape const& s, std::uint32_t mask,
-                           Ev& ev) {
+kernel_args reduction_args(bool index64, T* out, zenith::shape const& s, std::uint32_t mask, Ev& ev,
+                           std::int64_t splits = 1, void* part = nullptr) {
   std::size_t const r = s.size();
   std::vector<std::size_t> kept, reduced;
   for (std::size_t d = 0; d < r; ++d) ((mask >> d) & 1u ? reduced : kept).push_back(d);
@@ -209,7 +294,9 @@ kernel_args reduction_args(bool index64, T* out, zenith::shape const& s, std::ui
   kernel_args a;
   a.push_index(index64, nout);
   a.push_index(index64, count);
+  a.push_index(index64, splits);
   a.push(out);
+  a.push(part);
   std::size_t const leaves = push_operands(a, ev);
 
   // zn_rgeom, in the index type: kdims, rdims, kst[leaves + 1], rst[max(leaves, 1)], then nk, nr.
