@@ -12,6 +12,9 @@
 //    the same bytes in the same run; bandwidth = bytes each must move / time.
 // 3. On a GPU: zn::matmul of n x n device arrays (float, double) against cuBLAS's GEMM called
 //    directly on the same buffers.
+// 4. On a GPU: the gradient's cost (bench/grad_cost.cpp on the device): value_and_grad of
+//    sum(a * sin(b) + exp(-c * c)) w.r.t. a, b and c over the forward sum alone, and the
+//    gradient pass's bandwidth against the copy's (it reads 3 arrays and writes 3).
 #include <zenith/zenith.hpp>
 
 #include <unistd.h>
@@ -105,7 +108,10 @@ void gpu_chain(int reps) {
   }
   zn::device gpu = zn::cuda(0);
   std::size_t n = std::size_t(1) << 26;
-  zn::array<float> a = zn::linspace<float>(-1, 1, n).to(gpu), b = a, c = a;
+  // Three arrays: the chain must read 3n floats from memory, not one array thrice from cache.
+  zn::array<float> a = zn::linspace<float>(-1, 1, n).to(gpu);
+  zn::array<float> b = zn::linspace<float>(2, -2, n).to(gpu),
+                   c = zn::linspace<float>(0, 1, n).to(gpu);
   zn::array<float> copy_dst = zn::array<float>::empty({n}, gpu);
   auto time_ms = [&](auto&& f) { return gpu_ms(gpu, reps, f); };
   double copy = time_ms(
@@ -164,6 +170,34 @@ void gpu_matmul(int reps) {
   for (std::size_t n : {256, 1024, 4096}) gpu_matmul_row<double>(gpu, n, reps);
 }
 
+void gpu_grad_cost(int reps) {
+  if (cu::device_count() == 0) return;
+  zn::device gpu = zn::cuda(0);
+  auto f = [](auto const& a, auto const& b, auto const& c) {
+    return zn::sum(a * zn::sin(b) + zn::exp(-c * c));
+  };
+  auto vg = zn::value_and_grad(f, zn::argnums<0, 1, 2>);
+  std::printf("\n## Gradient cost on the device, cuda:0\n\n");
+  std::printf("| floats | forward ms | value_and_grad ms | ratio | grad GB/s | vs copy |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|\n");
+  for (int log2n : {22, 26}) {
+    std::size_t n = std::size_t(1) << log2n;
+    zn::array<float> a = zn::linspace<float>(-1, 1, n).to(gpu);
+    zn::array<float> b = zn::linspace<float>(2, -2, n).to(gpu),
+                     c = zn::linspace<float>(0, 1, n).to(gpu);
+    zn::array<float> copy_dst = zn::array<float>::empty({n}, gpu);
+    double copy = gpu_ms(gpu, reps, [&] {
+      zn::memory_of(gpu).copy(copy_dst.data(), gpu, a.data(), gpu, n * sizeof(float));
+    });
+    double forward = gpu_ms(gpu, reps, [&] { zn::array<float> y = f(a, b, c); });
+    double grad = gpu_ms(gpu, reps, [&] { auto [v, g] = vg(a, b, c); });
+    double gb = double(n) * sizeof(float) / 1e6;
+    double grad_bw = 6 * gb / grad;
+    std::printf("| 2^%d | %.3f | %.3f | %.2f | %.0f | %.2f |\n", log2n, forward, grad,
+                grad / forward, grad_bw, grad_bw / (2 * gb / copy));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -171,4 +205,5 @@ int main(int argc, char** argv) {
   cache_latency(reps);
   gpu_chain(reps * 3);
   gpu_matmul(reps);
+  gpu_grad_cost(reps * 3);
 }

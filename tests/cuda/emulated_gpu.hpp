@@ -12,6 +12,7 @@
 #include <zenith/zenith.hpp>
 
 #include "grid_position.hpp"
+#include "device_values.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -245,13 +246,7 @@ struct emulated_gpu {
 
 zn::device const gpu0{zn::device::kind::cuda, 0};
 
-template <class T>
-zn::array<T> values(zn::shape s, double lo, double hi) {
-  std::vector<T> v(s.numel());
-  for (std::size_t i = 0; i < v.size(); ++i)
-    v[i] = T(lo + (hi - lo) * double((i * 7919) % 1009) / 1008.0);
-  return zn::array<T>(s, v);
-}
+using zenith_test::values;
 
 template <class T>
 void check_close(zn::array<T> const& got_on_device, zn::array<T> const& want, double tol) {

@@ -48,6 +48,12 @@ int main() {
     zn::array<float> r = zn::sum(zn::exp(m.to(gpu) * 0.01f) * row.to(gpu), 1);
     CHECK(zn::allclose(r.to(zn::cpu), zn::array<float>(zn::sum(zn::exp(m * 0.01f) * row, 1)), 1e-4,
                        1e-4));
+    // Whole-array reductions: each split among blocks, then the partials combined.
+    CHECK(zn::allclose(zn::array<float>(zn::sum(d * 0.5f)).to(zn::cpu),
+                       zn::array<float>(zn::sum(x * 0.5f)), 1e-5, 1e-3));
+    CHECK(zn::array<std::int64_t>(zn::argmax(d)).to(zn::cpu).item() ==
+          zn::array<std::int64_t>(zn::argmax(x)).item());
+    CHECK(zn::array<float>(zn::min(d)).to(zn::cpu).item() == zn::array<float>(zn::min(x)).item());
     // matmul through cuBLAS, plain, transposed and batched, and inside an expression.
     zn::array<float> a = zn::reshape(zn::linspace<float>(-1, 1, 96 * 64), {96, 64});
     zn::array<float> w = zn::reshape(zn::linspace<float>(-2, 2, 64 * 48), {64, 48});
