@@ -2,9 +2,11 @@
 // arrays on the stand-in device (emulated_gpu.hpp) give the CPU's values, with every forward
 // and backward step run as a generated kernel. Built without ZENITH_NO_TAPE (unlike
 // zenith_cuda_tests), so that runtime loops record on the tape.
+#include "device_autodiff_cases.hpp"
 #include "emulated_gpu.hpp"
 
 using namespace emulated;
+namespace cases = zenith_test::device_cases;
 
 TEST_CASE("gradients of functions of device arrays are computed on the device",
           "[cuda][nvrtc][device]") {
@@ -60,7 +62,7 @@ TEST_CASE("vjp and jvp of functions of device arrays", "[cuda][nvrtc][device]") 
   emulated_gpu emulated;
   auto x = values<float>({6, 9}, -1, 1), t = values<float>({6, 9}, 0.5, 2);
   auto ct = values<float>({6}, -1, 1);
-  auto f = [](zn::array<float> const& v) { return zn::sum(zn::sin(v) * v, 1); };
+  auto f = cases::row_sums;
   auto [y, pullback] = zn::vjp(f, x.to(gpu0));
   auto [hy, hpullback] = zn::vjp(f, x);
   check_close(y, hy, 4e-6);
@@ -74,7 +76,7 @@ TEST_CASE("vjp and jvp of functions of device arrays", "[cuda][nvrtc][device]") 
 TEST_CASE("Jacobians of functions of device arrays", "[cuda][nvrtc][device]") {
   emulated_gpu emulated;
   auto x = values<double>({4}, -1, 2);
-  auto f = [](zn::array<double> const& v) { return zn::sin(v) * zn::sum(v * v); };
+  auto f = cases::scaled_sines;
   zn::array<double> jf = zn::jacfwd(f)(x.to(gpu0));
   zn::array<double> jr = zn::jacrev(f)(x.to(gpu0));
   zn::array<double> want = zn::jacfwd(f)(x);
@@ -84,22 +86,8 @@ TEST_CASE("Jacobians of functions of device arrays", "[cuda][nvrtc][device]") {
 
 TEST_CASE("user rules, rematerialization and products on device arrays", "[cuda][nvrtc][device]") {
   emulated_gpu emulated;
-  auto softplus = zn::custom_vjp(
-      [](auto const& x) { return zn::maximum(x, 0.0) + zn::log1p(zn::exp(-zn::abs(x))); },
-      [](zn::array<double> const& x) {
-        zn::array<double> y = zn::maximum(x, 0.0) + zn::log1p(zn::exp(-zn::abs(x)));
-        return std::pair{y, x};
-      },
-      [](zn::array<double> const& x, zn::array<double> const& ct) {
-        return std::make_tuple(zn::sigmoid(x) * ct);
-      });
   auto x = values<double>({3, 17}, -3, 3), w = values<double>({17}, -1, 1);
-  auto loss = [&](zn::array<double> const& v, zn::array<double> const& wv) {
-    auto block = zn::checkpoint(
-        [wv](zn::array<double> const& h) { return zn::array<double>(zn::tanh(h * wv)); });
-    zn::array<double> h = block(softplus(v));
-    return zn::sum(h * zn::stop_gradient(h)) + zn::sum(zn::prod(v, 1) * 0.5);
-  };
+  auto loss = cases::rule_and_checkpoint_loss();
   auto dg = zn::grad(loss, zn::argnums<0, 1>)(x.to(gpu0), w.to(gpu0));
   auto hg = zn::grad(loss, zn::argnums<0, 1>)(x, w);
   check_close(std::get<0>(dg), std::get<0>(hg), 1e-12);
@@ -118,11 +106,7 @@ TEST_CASE("gradients through matmul on device arrays", "[cuda][nvrtc][device]") 
   check_close(std::get<1>(dg), std::get<1>(hg), 1e-12);
 
   // The issue's runtime loop: layers applied in a loop, each a tape entry.
-  auto mlp = [](std::vector<zn::array<double>> const& ws, zn::array<double> const& in) {
-    zn::array<double> h = in;
-    for (auto const& wk : ws) h = zn::tanh(zn::matmul(h, wk));
-    return zn::sum(h * h);
-  };
+  auto mlp = cases::mlp;
   std::vector<zn::array<double>> ws{values<double>({6, 8}, -1, 1), values<double>({8, 3}, -1, 1)};
   std::vector<zn::array<double>> dws{ws[0].to(gpu0), ws[1].to(gpu0)};
   auto x2 = values<double>({5, 6}, -1, 1);
@@ -137,15 +121,7 @@ TEST_CASE("gradients through softmax, layer_norm, slices and concatenation on de
   emulated_gpu emulated;
   auto logits = values<double>({5, 7}, -3, 3), labels = values<double>({5, 7}, 0, 1);
   auto w = values<double>({7}, -1, 1);
-  auto loss = [](auto const& z, auto const& wv, auto const& t) {
-    auto p = zn::log_softmax(z * wv, 1);
-    auto q = zn::softmax(z, 0);
-    auto parts = zn::concatenate(std::tuple(zn::slice(z, {zn::range{1, 4}, zn::range{}}), q), 0);
-    auto back = zn::slice(z, 1, 6, 0, -2);  // a negative step
-    auto normed = zn::layer_norm(z * wv, 0, 1e-3) * wv;
-    return -zn::mean(t * p) + zn::sum(zn::square(parts)) * 0.1 + zn::sum(zn::sin(back)) +
-           zn::sum(zn::tanh(normed) * t);
-  };
+  auto loss = cases::normalizing_loss;
   auto dg = zn::grad(loss, zn::argnums<0, 1>)(logits.to(gpu0), w.to(gpu0), labels.to(gpu0));
   auto hg = zn::grad(loss, zn::argnums<0, 1>)(logits, w, labels);
   check_close(std::get<0>(dg), std::get<0>(hg), 1e-12);

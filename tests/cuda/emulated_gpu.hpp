@@ -11,8 +11,8 @@
 #include <zenith/backend/cuda/nvrtc.hpp>
 #include <zenith/zenith.hpp>
 
-#include "grid_position.hpp"
 #include "device_values.hpp"
+#include "grid_position.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -11,12 +11,14 @@
 #include <vector>
 
 #include "../docs/check.hpp"
+#include "device_autodiff_cases.hpp"
 #include "device_values.hpp"
 
 namespace zn = zenith;
 
 using zenith_test::matches_host;
 using zenith_test::values;
+namespace cases = zenith_test::device_cases;
 
 int main() {
   if (zn::cuda_backend::device_count() == 0) {
@@ -29,7 +31,7 @@ int main() {
     // vjp and jvp of a reduction along an axis.
     auto x = values<float>({6, 9}, -1, 1), t = values<float>({6, 9}, 0.5, 2);
     auto ct = values<float>({6}, -1, 1);
-    auto f = [](zn::array<float> const& v) { return zn::sum(zn::sin(v) * v, 1); };
+    auto f = cases::row_sums;
     auto [y, pullback] = zn::vjp(f, x.to(gpu));
     auto [hy, hpullback] = zn::vjp(f, x);
     CHECK(matches_host(y, hy, 4e-6));
@@ -42,29 +44,15 @@ int main() {
   {
     // Jacobians both ways.
     auto x = values<double>({4}, -1, 2);
-    auto f = [](zn::array<double> const& v) { return zn::sin(v) * zn::sum(v * v); };
+    auto f = cases::scaled_sines;
     zn::array<double> want = zn::jacfwd(f)(x);
     CHECK(matches_host(zn::jacfwd(f)(x.to(gpu)), want, 1e-12));
     CHECK(matches_host(zn::jacrev(f)(x.to(gpu)), want, 1e-12));
   }
   {
     // A user rule, a checkpointed block and stop_gradient.
-    auto softplus = zn::custom_vjp(
-        [](auto const& x) { return zn::maximum(x, 0.0) + zn::log1p(zn::exp(-zn::abs(x))); },
-        [](zn::array<double> const& x) {
-          zn::array<double> y = zn::maximum(x, 0.0) + zn::log1p(zn::exp(-zn::abs(x)));
-          return std::pair{y, x};
-        },
-        [](zn::array<double> const& x, zn::array<double> const& ct) {
-          return std::make_tuple(zn::sigmoid(x) * ct);
-        });
     auto x = values<double>({3, 17}, -3, 3), w = values<double>({17}, -1, 1);
-    auto loss = [&](zn::array<double> const& v, zn::array<double> const& wv) {
-      auto block = zn::checkpoint(
-          [wv](zn::array<double> const& h) { return zn::array<double>(zn::tanh(h * wv)); });
-      zn::array<double> h = block(softplus(v));
-      return zn::sum(h * zn::stop_gradient(h)) + zn::sum(zn::prod(v, 1) * 0.5);
-    };
+    auto loss = cases::rule_and_checkpoint_loss();
     auto dg = zn::grad(loss, zn::argnums<0, 1>)(x.to(gpu), w.to(gpu));
     auto hg = zn::grad(loss, zn::argnums<0, 1>)(x, w);
     CHECK(matches_host(std::get<0>(dg), std::get<0>(hg), 1e-12));
@@ -72,11 +60,7 @@ int main() {
   }
   {
     // The runtime loop: layers applied in a loop, each a tape entry, products on cuBLAS.
-    auto mlp = [](std::vector<zn::array<double>> const& ws, zn::array<double> const& in) {
-      zn::array<double> h = in;
-      for (auto const& wk : ws) h = zn::tanh(zn::matmul(h, wk));
-      return zn::sum(h * h);
-    };
+    auto mlp = cases::mlp;
     std::vector<zn::array<double>> ws{values<double>({6, 8}, -1, 1), values<double>({8, 3}, -1, 1)};
     std::vector<zn::array<double>> dws{ws[0].to(gpu), ws[1].to(gpu)};
     auto x = values<double>({5, 6}, -1, 1);
@@ -89,15 +73,7 @@ int main() {
     // softmax, log_softmax, layer_norm, slices (one with a negative step) and concatenation.
     auto logits = values<double>({5, 7}, -3, 3), labels = values<double>({5, 7}, 0, 1);
     auto w = values<double>({7}, -1, 1);
-    auto loss = [](auto const& z, auto const& wv, auto const& t) {
-      auto p = zn::log_softmax(z * wv, 1);
-      auto q = zn::softmax(z, 0);
-      auto parts = zn::concatenate(std::tuple(zn::slice(z, {zn::range{1, 4}, zn::range{}}), q), 0);
-      auto back = zn::slice(z, 1, 6, 0, -2);
-      auto normed = zn::layer_norm(z * wv, 0, 1e-3) * wv;
-      return -zn::mean(t * p) + zn::sum(zn::square(parts)) * 0.1 + zn::sum(zn::sin(back)) +
-             zn::sum(zn::tanh(normed) * t);
-    };
+    auto loss = cases::normalizing_loss;
     auto dg = zn::grad(loss, zn::argnums<0, 1>)(logits.to(gpu), w.to(gpu), labels.to(gpu));
     auto hg = zn::grad(loss, zn::argnums<0, 1>)(logits, w, labels);
     CHECK(matches_host(std::get<0>(dg), std::get<0>(hg), 1e-12));
