@@ -473,6 +473,60 @@ TEST_CASE("custom_vjp rules inside staged tensor functions", "[staged][custom_vj
   CHECK((c[0] == 1.0 && c[1] == 3.0 && c[2] == 6.0));
 }
 
+namespace {
+// 2 x as a user rule, generic over the tensor type.
+auto const doubled = zn::custom_vjp(
+    [](auto const& x) {
+      auto y = x;
+      for (std::size_t i = 0; i < y.count; ++i) y[i] *= 2;
+      return y;
+    },
+    [](auto const& x) {
+      auto y = x;
+      for (std::size_t i = 0; i < y.count; ++i) y[i] *= 2;
+      return std::pair{y, 0};
+    },
+    [](int, auto const& ct) {
+      auto g = ct;
+      for (std::size_t i = 0; i < g.count; ++i) g[i] *= 2;
+      return std::make_tuple(g);
+    });
+
+// sum(doubled(x) * w) + sum(doubled(x)) staged on tensor<T, N>: value against a plain loop, the
+// gradient 2 w + 2 exactly (every product by 2 is exact).
+template <class T, std::size_t N>
+void check_doubled_sum(unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<T> d(-1, 1);
+  zn::tensor<T, N> x, w;
+  for (std::size_t i = 0; i < N; ++i) x[i] = d(gen), w[i] = d(gen);
+  auto f = [&](auto const& t) { return zn::sum(doubled(t) * w) + zn::sum(doubled(t)); };
+  auto const [v, g] = zn::jit(zn::value_and_grad(f))(x);
+  double want = 0;
+  for (std::size_t i = 0; i < N; ++i)
+    want += 2.0 * double(x[i]) * double(w[i]) + 2.0 * double(x[i]);
+  INFO("N = " << N << (std::is_same_v<T, float> ? " (float)" : " (double)"));
+  CHECK(std::abs(double(v) - want) <= (std::is_same_v<T, float> ? 1e-5 : 1e-13) * double(N));
+  for (std::size_t i = 0; i < N; ++i) CHECK(g[i] == T(2) * w[i] + T(2));
+}
+}  // namespace
+
+// A rule's result of up to 8 elements is read element by element (staged_reverse.hpp,
+// lane_by_lane_up_to), a longer one a batch at a time: both ways, doubles and floats, whole
+// batches and tails.
+TEST_CASE("user rule results short and long, read into batched sums", "[staged][custom_vjp]") {
+  check_doubled_sum<double, 2>(40);
+  check_doubled_sum<double, 4>(41);
+  check_doubled_sum<double, 6>(42);
+  check_doubled_sum<double, 8>(43);
+  check_doubled_sum<double, 12>(44);
+  check_doubled_sum<double, 16>(45);
+  check_doubled_sum<float, 4>(46);
+  check_doubled_sum<float, 8>(47);
+  check_doubled_sum<float, 9>(48);
+  check_doubled_sum<float, 16>(49);
+}
+
 TEST_CASE("staged functions read arguments that are not differentiated in place", "[staged]") {
   auto const x = random_tensor<8>(30);
   auto const y = random_tensor<8>(31);

@@ -409,17 +409,30 @@ struct eval<staged_reduce<Kind, Plan, Shape, T, E>, Ctx>
       return eval<E, Ctx>::batches && Plan::contiguous &&
              std::is_same_v<typename Kind::op, ops::add> && !std::is_void_v<fold_batch_t<C, group>>;
   }
+  // The accumulators start at the first batches, not at zero: x + 0.0 is not x when x is -0.0,
+  // so the compiler keeps every add of a zero accumulator, a chain of three dependent adds on a
+  // sum of one batch (a density over 4 time steps).
   ZENITH_FIXED_INLINE void fold_batches() {
     using B = fold_batch_t<C, group>;
-    constexpr std::size_t w = B::size;
+    constexpr std::size_t w = B::size, batches_in_group = group / w;
+    constexpr std::size_t na = batches_in_group < 4 ? batches_in_group : 4;
     for (std::size_t o = 0; o < n_out; ++o) {
       std::size_t const base = o * group;
-      B acc[4] = {B(C(0)), B(C(0)), B(C(0)), B(C(0))};
-      std::size_t j = 0;
-      for (; j + 4 * w <= group; j += 4 * w)
-        for (std::size_t a = 0; a < 4; ++a) acc[a] += kid.template batch<B>(base + j + a * w);
+      std::array<B, na> acc;
+      for (std::size_t a = 0; a < na; ++a) acc[a] = kid.template batch<B>(base + a * w);
+      std::size_t j = na * w;
+      if constexpr (na == 4)
+        for (; j + 4 * w <= group; j += 4 * w)
+          for (std::size_t a = 0; a < 4; ++a) acc[a] += kid.template batch<B>(base + j + a * w);
       for (; j + w <= group; j += w) acc[0] += kid.template batch<B>(base + j);
-      C r = xsimd::hadd((acc[0] + acc[1]) + (acc[2] + acc[3]));
+      B folded = acc[0];
+      if constexpr (na == 4)
+        folded = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+      else if constexpr (na == 3)
+        folded = (acc[0] + acc[1]) + acc[2];
+      else if constexpr (na == 2)
+        folded = acc[0] + acc[1];
+      C r = xsimd::hadd(folded);
       for (; j < group; ++j) r += C(kid.value(base + j));
       this->out[o] = Kind::mean ? r / C(double(group)) : r;
     }
@@ -552,6 +565,36 @@ struct eval<staged_matmul<Dims, Shape, T, A, B>, Ctx>
   }
 };
 
+// Reading what a user rule (fwd, bwd: compiled apart, called) has just stored one element at a
+// time. A vector load that spans several such stores cannot take its data from them and waits
+// until they reach the cache: stochastic_volatility at T = 4 read fwd's 4 results as one vector
+// right after the call, and that load was the pass's hottest instruction (a seventh of its
+// time). So short results are read element by element, each through an empty asm that keeps
+// the compiler from merging the loads back into one, and put together in registers. Up to 8
+// elements: the loads and inserts for 16 cost more than the one wait they save (T = 16 measured
+// slower in bench/fastad_suite).
+inline constexpr std::size_t lane_by_lane_up_to = 8;  // elements of the rule's result
+template <class C>
+ZENITH_FIXED_INLINE C load_alone(C const& x) {
+  C v = x;
+  if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__("" : "+x"(v));
+#elif defined(__aarch64__)
+    __asm__("" : "+w"(v));
+#endif
+  }
+  return v;
+}
+template <class B, class C>
+ZENITH_FIXED_INLINE B load_lane_by_lane(C const* p) {
+  typedef C vec __attribute__((vector_size(B::size * sizeof(C))));
+  vec v;
+  zenith::detail::static_for<B::size>(
+      [&](auto l) ZENITH_FIXED_LAMBDA { v[std::size_t(l)] = load_alone(p[std::size_t(l)]); });
+  return B(typename B::register_type(v));
+}
+
 // A user rule (custom_vjp): fwd on the arguments' values, bwd on its residuals and the output's
 // adjoint; bwd's cotangents go down each staged argument's backward loop.
 // An argument of a user rule as fwd sees it: a staged argument's own tensor, anything else
@@ -639,9 +682,13 @@ struct eval<staged_custom<Fwd, Bwd, R, Out, Args...>, Ctx> {
   ZENITH_FIXED_INLINE C again(std::size_t i) const { return C(std::get<0>(*st.r).at(i)); }
   static constexpr bool batches =
       batch_type<C> && std::is_same_v<std::remove_cvref_t<std::tuple_element_t<0, R>>, Out>;
+  static constexpr bool short_result = Out::count <= lane_by_lane_up_to;
   template <class B>
   ZENITH_FIXED_INLINE B batch(std::size_t j) const {
-    return B::load_unaligned(std::get<0>(*st.r).data() + j);
+    if constexpr (short_result)
+      return load_lane_by_lane<B>(std::get<0>(*st.r).data() + j);
+    else
+      return B::load_unaligned(std::get<0>(*st.r).data() + j);
   }
   template <class A>
   ZENITH_FIXED_INLINE void back(std::size_t i, A const& a) {
@@ -673,8 +720,13 @@ struct eval<staged_custom<Fwd, Bwd, R, Out, Args...>, Ctx> {
           "shaped like its argument as that argument's cotangent");
       auto& k = std::get<K>(kids);
       using KV = std::remove_cvref_t<decltype(k.again(0))>;
-      backward_loop<zenith::detail::shape_of_t<Arg>::size>(
-          [&](std::size_t j) ZENITH_FIXED_LAMBDA { k.back(j, KV(ct.at(j))); });
+      constexpr std::size_t size = zenith::detail::shape_of_t<Arg>::size;
+      backward_loop<size>([&](std::size_t j) ZENITH_FIXED_LAMBDA {
+        if constexpr (size <= lane_by_lane_up_to)
+          k.back(j, KV(load_alone(ct.at(j))));
+        else
+          k.back(j, KV(ct.at(j)));
+      });
       k.finish();
     }
   }

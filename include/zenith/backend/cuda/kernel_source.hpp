@@ -90,6 +90,14 @@ inline void replace_all(std::string& s, std::string_view from, std::string_view 
     s.replace(at, from.size(), to);
 }
 
+// Names a kernel whose text declares it ZN_KERNEL: prefix and a hash of the text (one name per
+// distinct source, stable across runs, so that the disk cache finds it), written into the text.
+inline void name_kernel(kernel_source& src, std::string_view prefix, std::string text) {
+  src.name = std::string(prefix) + hex64(fnv1a(text));
+  replace_all(text, "ZN_KERNEL", src.name);
+  src.text = std::move(text);
+}
+
 // A leaf's value in an expression's text: a marker that each layout replaces by its own read.
 inline std::string leaf_marker(std::size_t k) { return "\x01" + std::to_string(k) + "\x02"; }
 
@@ -329,9 +337,7 @@ inline kernel_source elementwise_kernel_text(kernel_variant const& v, output_typ
 
   std::string text =
       prelude(v, nl) + "extern \"C\" __global__ void ZN_KERNEL(" + params + ") {\n" + body + "}\n";
-  src.name = "zn_ew_" + hex64(fnv1a(text));
-  replace_all(text, "ZN_KERNEL", src.name);
-  src.text = std::move(text);
+  name_kernel(src, "zn_ew_", std::move(text));
   return src;
 }
 

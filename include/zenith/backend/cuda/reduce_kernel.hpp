@@ -219,9 +219,7 @@ requires device_reduction<Op> kernel_source reduction_kernel(bool index64) {
   s += "    else if (t == 0) out[b_out] = " + detail::finished_output_source<Op, T, A>() +
        ";\n    __syncthreads();\n  }\n}\n";
 
-  src.name = "zn_red_" + detail::hex64(detail::fnv1a(s));
-  detail::replace_all(s, "ZN_KERNEL", src.name);
-  src.text = std::move(s);
+  detail::name_kernel(src, "zn_red_", std::move(s));
   return src;
 }
 
@@ -247,9 +245,7 @@ requires device_reduction<Op> kernel_source reduction_finish_kernel() {
   s += detail::block_tree_source();
   s += "    if (t == 0) out[o] = " + detail::finished_output_source<Op, T, A>() +
        ";\n    __syncthreads();\n  }\n}\n";
-  src.name = "zn_redfin_" + detail::hex64(detail::fnv1a(s));
-  detail::replace_all(s, "ZN_KERNEL", src.name);
-  src.text = std::move(s);
+  detail::name_kernel(src, "zn_redfin_", std::move(s));
   return src;
 }
 
