@@ -263,15 +263,23 @@ constexpr std::size_t reduction_state_bytes() {
   }
 }
 
-inline kernel_args reduction_finish_args(std::int64_t nout, std::int64_t count, std::int64_t splits,
-                                         void* out, void const* part) {
+// The parameters both reduction kernels start with: nout, count, splits, the output, the
+// partial states.
+inline kernel_args reduction_head_args(bool index64, std::int64_t nout, std::int64_t count,
+                                       std::int64_t splits, void* out, void const* part) {
   kernel_args a;
-  a.push_index(true, nout);
-  a.push_index(true, count);
-  a.push_index(true, splits);
+  a.push_index(index64, nout);
+  a.push_index(index64, count);
+  a.push_index(index64, splits);
   a.push(out);
   a.push(part);
   return a;
+}
+
+// reduction_finish_kernel's arguments: the head alone, its indices always 64-bit.
+inline kernel_args reduction_finish_args(std::int64_t nout, std::int64_t count, std::int64_t splits,
+                                         void* out, void const* part) {
+  return reduction_head_args(true, nout, count, splits, out, part);
 }
 
 // The arguments of reduction_kernel's kernel for out (contiguous over the kept axes) = the
@@ -287,12 +295,7 @@ kernel_args reduction_args(bool index64, T* out, zenith::shape const& s, std::ui
   for (auto d : kept) nout *= std::int64_t(s[d]);
   for (auto d : reduced) count *= std::int64_t(s[d]);
 
-  kernel_args a;
-  a.push_index(index64, nout);
-  a.push_index(index64, count);
-  a.push_index(index64, splits);
-  a.push(out);
-  a.push(part);
+  kernel_args a = reduction_head_args(index64, nout, count, splits, out, part);
   std::size_t const leaves = push_operands(a, ev);
 
   // zn_rgeom, in the index type: kdims, rdims, kst[leaves + 1], rst[max(leaves, 1)], then nk, nr.
