@@ -277,6 +277,15 @@ TEST_CASE("reshape: -1, of a transpose (copies that leaf), of an expression", "[
         [](idx_t const& i) { return double(i[0] * 12 + i[2] * 3 + i[3]); });
   check(zn::reshape(a, zn::shape{24, 1}), {24, 1}, [](idx_t const& i) { return double(i[0]); });
   check(zn::reshape(zn::full<float>({}, 7.f), {1, 1}), {1, 1}, [](idx_t const&) { return 7.0; });
+  // The new shape as braces of any integer types (mixed too), or any range of integers.
+  check(zn::reshape(a, {a.size()}), {24}, [](idx_t const& i) { return double(i[0]); });
+  check(zn::reshape(a, {a.size() / 4, -1}), {6, 4},
+        [](idx_t const& i) { return double(i[0] * 4 + i[1]); });
+  check(zn::reshape(a, std::vector<std::size_t>{4, 6}), {4, 6},
+        [](idx_t const& i) { return double(i[0] * 6 + i[1]); });
+  check(zn::reshape(a, std::array<std::int64_t, 2>{-1, 12}), {2, 12},
+        [](idx_t const& i) { return double(i[0] * 12 + i[1]); });
+  check(zn::reshape(a, std::vector<int>{24}), {24}, [](idx_t const& i) { return double(i[0]); });
   // A transposed leaf cannot be restrided: it is copied, and the values follow the transposed
   // row-major order.
   auto m = iota({3, 4});

@@ -112,8 +112,26 @@ TEST_CASE("bad reshapes", "[errors]") {
   CHECK_THROWS_AS(zn::reshape(a, {-2, 3}), zn::value_error);
   CHECK_THROWS_AS(zn::reshape(zn::zeros<float>({0, 3}), {0, -1}), zn::shape_error);
   CHECK_NOTHROW(zn::reshape(a, {3, -1}));
+  CHECK_THROWS_AS(zn::reshape(a, std::vector<long>{-3, 2}), zn::value_error);
+  CHECK_THROWS_WITH(zn::reshape(a, {~std::size_t(0), std::size_t(1)}),
+                    Catch::Contains("reshape") && Catch::Contains("too large"));
   // Errors in an expression's view are thrown when the view is built, before any evaluation.
   CHECK_THROWS_AS(zn::reshape(a + 1.f, {5}), zn::shape_error);
+}
+
+TEST_CASE("memory that cannot be had is a memory_error naming the array", "[errors]") {
+  STATIC_REQUIRE(std::is_base_of_v<zn::error, zn::memory_error>);
+  // 2^60 floats: more than any machine has.
+  CHECK_THROWS_AS(zn::zeros<float>({1ll << 40, 1ll << 20}), zn::memory_error);
+  CHECK_THROWS_WITH(zn::zeros<float>({1ll << 40, 1ll << 20}),
+                    "array: cannot allocate 4611686018427387904 bytes for shape (1099511627776, "
+                    "1048576) of float32");
+  // A size whose byte count does not fit in 64 bits.
+  CHECK_THROWS_WITH(zn::array<double>::empty({1ll << 40, 1ll << 30}),
+                    "array: cannot allocate more than 2^64 bytes for shape (1099511627776, "
+                    "1073741824) of float64");
+  // Nothing is lost: allocation works again afterwards.
+  CHECK(zn::ones<float>({3}).size() == 3);
 }
 
 TEST_CASE("error messages are one line", "[errors]") {

@@ -14,6 +14,7 @@
 #include "backend/cpu/conv.hpp"
 #include "backend/cpu/evaluate.hpp"
 #include "backend/cpu/fixed_eval.hpp"
+#include "backend/cpu/interpret.hpp"
 #include "backend/cpu/layer_norm.hpp"
 #include "backend/cpu/matmul.hpp"
 #include "backend/cpu/reduce.hpp"
@@ -54,4 +55,5 @@
 #include "transforms/jacrev.hpp"
 #include "transforms/jit.hpp"
 #include "transforms/jvp.hpp"
+#include "transforms/make_jaxpr.hpp"
 #include "transforms/staged_grad.hpp"

@@ -21,9 +21,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -122,6 +124,14 @@ double tolerance() {
   return 0;
 }
 
+// a and b agree within a relative tolerance; NaN agrees with NaN only, an infinity with the
+// same infinity only.
+bool agree(double a, double b, double tol) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  if (std::isinf(a) || std::isinf(b)) return a == b;
+  return std::abs(a - b) <= tol * (1 + std::abs(b));
+}
+
 // A case for out = e: the variant the planner picks and the strided one, each compared with the
 // CPU backend's zn::eval(e).
 template <class E>
@@ -150,7 +160,7 @@ emulated_case make_case(std::string what, E e) {
       for (std::size_t i = 0; i < want.size(); ++i) {
         double a = double(got.data()[i]), b = double(want.data()[i]);
         INFO("element " << i << ": emulated " << a << ", CPU " << b);
-        REQUIRE(std::abs(a - b) <= tolerance<T>() * (1 + std::abs(b)));
+        REQUIRE(agree(a, b, tolerance<T>()));
       }
     }
   };
@@ -160,6 +170,24 @@ emulated_case make_case(std::string what, E e) {
 }  // namespace
 
 namespace {
+
+// Op over arrays from x() (where's condition a comparison of two of them; a three-operand op's
+// operands from x3()).
+template <class Op, class T, class X, class X3>
+void add_map_case(std::vector<emulated_case>& cases, std::string const& what, X x, X3 x3) {
+  using A = zn::array<T>;
+  if constexpr (std::is_same_v<Op, zn::ops::where>) {
+    cases.push_back(
+        make_case(what, zn::map_node<Op, zn::array<bool>, A, A>(zn::eval(x() > x()), x(), x())));
+  } else if constexpr (op_arity<Op>() == 1) {
+    cases.push_back(make_case(what, zn::map_node<Op, A>(x())));
+  } else if constexpr (op_arity<Op>() == 2) {
+    cases.push_back(make_case(what, zn::map_node<Op, A, A>(x(), x())));
+  } else {
+    auto [a, b, c] = x3();
+    cases.push_back(make_case(what, zn::map_node<Op, A, A, A>(a, b, c)));
+  }
+}
 
 // Op on random arrays of T, in the op's domain (every op takes [0.25, 2]).
 template <class Op, class T>
@@ -171,21 +199,36 @@ void add_op(std::vector<emulated_case>& cases) {
     else
       return random_array<T>(s, 0.25, 2);
   };
-  std::string what = std::string(Op::name) + " on " + std::string(cu::device_type<T>());
-  if constexpr (std::is_same_v<Op, zn::ops::where>)
-    cases.push_back(make_case(what, zn::map_node<Op, zn::array<bool>, zn::array<T>, zn::array<T>>(
-                                        zn::eval(x() > x()), x(), x())));
-  else if constexpr (op_arity<Op>() == 1)
-    cases.push_back(make_case(what, zn::map_node<Op, zn::array<T>>(x())));
-  else if constexpr (op_arity<Op>() == 2)
-    cases.push_back(make_case(what, zn::map_node<Op, zn::array<T>, zn::array<T>>(x(), x())));
-  else
-    cases.push_back(make_case(
-        what, zn::map_node<Op, zn::array<T>, zn::array<T>, zn::array<T>>(x(), x() * 0.5, x() + 1)));
+  add_map_case<Op, T>(
+      cases, std::string(Op::name) + " on " + std::string(cu::device_type<T>()), x,
+      [&] { return std::tuple(x(), zn::array<T>(x() * 0.5), zn::array<T>(x() + 1)); });
+}
+
+// Op on arrays of T that hold NaN, +inf and -inf among ordinary values, in every operand: a
+// device kernel must give what the CPU gives for them too.
+template <class Op, class T>
+void add_special_op(std::vector<emulated_case>& cases) {
+  zn::shape s{5, 7};
+  double const nan = std::numeric_limits<double>::quiet_NaN(),
+               inf = std::numeric_limits<double>::infinity();
+  std::size_t shift = 0;
+  auto x = [&] {
+    zn::array<T> a = random_array<T>(s, -2, 2);
+    double const special[] = {nan, inf, -inf, 0.0, -0.0};
+    for (std::size_t i = 0; i < a.size(); i += 3) a.data()[i] = T(special[(i / 3 + shift) % 5]);
+    ++shift;  // each operand has its specials at other positions against the others' values
+    return a;
+  };
+  add_map_case<Op, T>(cases,
+                      std::string(Op::name) + " on " + std::string(cu::device_type<T>()) +
+                          " with NaN and infinities",
+                      x, [&] { return std::tuple(x(), x(), x()); });
 }
 
 template <class... Ops>
 void add_catalogue(std::vector<emulated_case>& cases, zn::type_list<Ops...>) {
+  (add_special_op<Ops, float>(cases), ...);
+  (add_special_op<Ops, double>(cases), ...);
   (add_op<Ops, float>(cases), ...);
   (add_op<Ops, double>(cases), ...);
   (

@@ -211,6 +211,31 @@ void jit_replay() {
   CHECK(v.item() < zn::eval(loss(zn::zeros<double>({3}), x, y)).item());
 }
 
+void jaxpr_ir() {
+  // [doc:ad-jaxpr]
+  auto layer = [](zn::array<float> const& x, zn::array<float> const& w) {
+    zn::array<float> h = zn::tanh(zn::matmul(x, w));  // materialized: recorded as it runs
+    return zn::sum(h * h);
+  };
+  zn::array<float> x = zn::ones<float>({4, 3}), w = zn::ones<float>({3, 2});
+  zn::jaxpr j = zn::make_jaxpr(layer)(x, w);
+  std::string text = j.str();  // or std::cout << j
+  // { lambda ; a:f32[4,3] b:f32[3,2]. let
+  //     c:f32[4,2] = dot_general[
+  //       dimension_numbers=(([1], [0]), ([], []))
+  //       preferred_element_type=float32
+  //     ] a b
+  //     d:f32[4,2] = tanh c
+  //     e:f32[4,2] = mul d d
+  //     f:f32[] = reduce_sum[axes=(0, 1) out_sharding=None] e
+  //   in (f,) }
+  zn::ir::graph const& g = j.graph();  // the same program as data
+  CHECK(g.equations().size() == 4 && g.equations()[1].op == "tanh");
+  // [/doc:ad-jaxpr]
+  CHECK(text.find("d:f32[4,2] = tanh c") != std::string::npos);
+  CHECK(text.find("f:f32[] = reduce_sum[axes=(0, 1) out_sharding=None] e") != std::string::npos);
+}
+
 int main() {
   grad_basics();
   runtime_loop();
@@ -222,5 +247,6 @@ int main() {
   stop_gradient();
   errors();
   jit_replay();
+  jaxpr_ir();
   std::puts("doc.autodiff: ok");
 }

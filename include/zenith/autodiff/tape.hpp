@@ -22,6 +22,7 @@
 #include "../backend/cpu/fused_group.hpp"
 #include "../core/small_map.hpp"
 #include "../core/trace.hpp"
+#include "../expr/to_ir.hpp"
 #include "backward.hpp"
 #include "forward.hpp"
 #include "memoize.hpp"
@@ -254,6 +255,14 @@ array<T> record_materialization(E const& e) {
   // barriers, its value, its tangent) runs under its parent, which records that in turn.
   trace_state* t = innermost_reader(e);
   trace_scope outer(t->parent);
+  if constexpr (Level == 0) {
+    if (t->ir) {  // make_jaxpr: the value, and its equations in the trace's graph
+      array<T> value = evaluate_fresh<T>(e);
+      t->ir->bind(value.storage().get(), ir::emit(*t->ir, convert<T>(e)));
+      t->traced.insert(value.storage().get());
+      return value;
+    }
+  }
   if constexpr (!floating_element<T> || !floating_element<value_t<E>>) {
     return evaluate_fresh<T>(e);  // no gradient flows through integers or masks
   } else {

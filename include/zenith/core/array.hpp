@@ -5,6 +5,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <memory>
+#include <new>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -29,6 +30,29 @@ template <element T, expression E>
 void assign_rebind(array<T>& dst, E const& e, bool temporary);
 template <element T>
 void print_array(std::ostream& os, array<T> const& a);
+}  // namespace detail
+
+namespace detail {
+[[noreturn]] inline void fail_allocation(zenith::shape const& s, dtype dt, std::string bytes,
+                                         device d) {
+  throw memory_error("array: cannot allocate " + bytes + " bytes for shape " + s.str() + " of " +
+                     std::string(dtype_name(dt)) + (d == cpu ? "" : " on " + d.str()));
+}
+// The buffer of a new array: its size checked for overflow, and memory that cannot be had
+// reported as a memory_error naming the array rather than a bare std::bad_alloc.
+inline std::shared_ptr<buffer> allocate_array(zenith::shape const& s, std::size_t item, dtype dt,
+                                              device d) {
+  std::size_t n = 1, bytes = 0;
+  bool overflow = false;
+  for (std::size_t x : s) overflow |= __builtin_mul_overflow(n, x, &n);
+  overflow |= __builtin_mul_overflow(n, item, &bytes);
+  if (overflow) fail_allocation(s, dt, "more than 2^64", d);
+  try {
+    return buffer::allocate(bytes, d);
+  } catch (std::bad_alloc const&) {
+    fail_allocation(s, dt, std::to_string(bytes), d);
+  }
+}
 }  // namespace detail
 
 template <element T>
@@ -137,12 +161,8 @@ class array : public expr_base<array<T>> {
   }
 
  private:
-  explicit array(zenith::shape s)
-      : buf_(buffer::allocate(s.numel() * sizeof(T))),
-        ptr_(static_cast<T*>(buf_->data())),
-        shape_(s) {}
-  array(zenith::shape s, zenith::device d)
-      : buf_(buffer::allocate(s.numel() * sizeof(T), d)),
+  explicit array(zenith::shape s, zenith::device d = cpu)
+      : buf_(detail::allocate_array(s, sizeof(T), dtype_of<T>(), d)),
         ptr_(static_cast<T*>(buf_->data())),
         shape_(s) {}
 

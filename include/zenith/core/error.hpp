@@ -25,6 +25,10 @@ struct index_error : error {
 struct value_error : error {
   using error::error;
 };
+// Memory that cannot be had: the message names the array's shape, dtype and bytes.
+struct memory_error : error {
+  using error::error;
+};
 // A device that does not exist or cannot be mixed with another.
 struct device_error : error {
   using error::error;

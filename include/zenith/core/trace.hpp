@@ -26,6 +26,9 @@ namespace zenith::autodiff {
 class cotangents;  // autodiff/tape.hpp
 class tangents;    // autodiff/forward.hpp
 }  // namespace zenith::autodiff
+namespace zenith::ir {
+class recorder;  // expr/to_ir.hpp
+}  // namespace zenith::ir
 
 namespace zenith::detail {
 
@@ -43,6 +46,7 @@ struct trace_state {
   std::vector<std::unique_ptr<tape_entry>> tape;  // in recording order (reverse mode)
   autodiff::tangents* forward = nullptr;          // forward mode (jvp): tangents, no tape
   trace_state* parent = nullptr;                  // the enclosing transform's trace, if nested
+  ir::recorder* ir = nullptr;  // make_jaxpr: materializations append their IR here, no tape
 
   bool reads_traced(buffer const* b) const { return traced.contains(b); }
 };

@@ -173,6 +173,10 @@ template <class A>
 struct floating_array_leaf : std::false_type {};
 template <class T>
 struct floating_array_leaf<array<T>> : std::bool_constant<floating_element<T>> {};
+template <class A>
+struct any_array_leaf : std::false_type {};
+template <class T>
+struct any_array_leaf<array<T>> : std::true_type {};
 }  // namespace detail
 
 // A tree whose leaves are all floating-point arrays: what grad differentiates.

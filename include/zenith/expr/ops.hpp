@@ -368,7 +368,7 @@ struct abs {
 struct sign {
   static constexpr std::string_view name = "sign";
   static constexpr std::string_view cuda =
-      "(({T})(({0} > ({T})0) - ({0} < ({T})0)) + {0} * ({T})0)";
+      "({0} != {0} ? {0} : ({T})(({0} > ({T})0) - ({0} < ({T})0)))";
   template <class T>
   static T apply(T x) {
     if (x != x) return x;
@@ -477,9 +477,13 @@ struct pow {
     using std::pow;
     return pow(a, b);
   }
+  // x^0 and 1^y are 1 for every x and y, NaN included, and any other power with a NaN is NaN
+  // (C's pow, JAX's); xsimd's pow differs on some of them.
   template <class B>
   static B simd(B const& a, B const& b) {
-    return xsimd::pow(a, b);
+    using T = typename B::value_type;
+    B r = xsimd::select(detail::nan_mask(a) || detail::nan_mask(b), a + b, xsimd::pow(a, b));
+    return xsimd::select(b == B(T(0)) || a == B(T(1)), B(T(1)), r);
   }
   template <std::size_t I, class Y, class A, class B>
   static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] A const& a,
@@ -501,9 +505,17 @@ struct atan2 {
     using std::atan2;
     return atan2(a, b);
   }
+  // Both infinite: +-pi/4 or +-3pi/4 as C's atan2 gives (xsimd's gives NaN).
   template <class B>
   static B simd(B const& a, B const& b) {
-    return xsimd::atan2(a, b);
+    using T = typename B::value_type;
+    B both = xsimd::select(b > B(T(0)), B(T(0.78539816339744830962)), B(T(2.35619449019234492885)));
+    // Both zero: +-0 or +-pi by the signs, as C's atan2 (xsimd's gives NaN).
+    B zeros =
+        xsimd::select(xsimd::copysign(B(T(1)), b) < B(T(0)), B(T(3.14159265358979323846)), B(T(0)));
+    B r =
+        xsimd::select(a == B(T(0)) && b == B(T(0)), xsimd::copysign(zeros, a), xsimd::atan2(a, b));
+    return xsimd::select(xsimd::isinf(a) && xsimd::isinf(b), xsimd::copysign(both, a), r);
   }
   template <std::size_t I, class Y, class A, class B>
   static auto partial([[maybe_unused]] Y const& y, [[maybe_unused]] A const& a,
@@ -623,10 +635,11 @@ struct where {
   }
 };
 
-// clip(x, lo, hi) = minimum(maximum(x, lo), hi).
+// clip(x, lo, hi) = minimum(maximum(x, lo), hi), NaN propagating as there (CUDA's min and max
+// would return a bound for a NaN x): zn_clip is in every kernel's prelude.
 struct clip {
   static constexpr std::string_view name = "clamp";
-  static constexpr std::string_view cuda = "min(max({0}, {1}), {2})";
+  static constexpr std::string_view cuda = "zn_clip(({T}){0}, ({T}){1}, ({T}){2})";
   template <class T>
   static T apply(T x, T lo, T hi) {
     return minimum::apply(maximum::apply(x, lo), hi);
@@ -725,6 +738,17 @@ constexpr bool is_floating_only() {
     return Op::floating_only;
   else
     return false;
+}
+
+// The number of operands an elementwise op takes (1, 2 or 3), read off its scalar apply().
+template <class Op>
+constexpr std::size_t op_arity() {
+  if constexpr (requires(float x) { Op::apply(x); })
+    return 1;
+  else if constexpr (requires(float x) { Op::apply(x, x); })
+    return 2;
+  else
+    return 3;
 }
 
 // Whether an op's simd() takes operand i as a mask (xsimd::batch_bool, from a comparison):

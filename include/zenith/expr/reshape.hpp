@@ -1,6 +1,9 @@
 #pragma once
 // reshape: same elements in row-major order, a new shape (one dimension may be -1).
 // Evaluation restrides each leaf when its layout allows (no copy), else copies that leaf.
+#include <concepts>
+#include <initializer_list>
+#include <ranges>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -56,10 +59,41 @@ inline zenith::shape resolve_reshape(zenith::shape const& in, std::vector<long l
 }
 }  // namespace detail
 
-// An rvalue child is moved in (see views.hpp).
+namespace detail {
+// One dimension of a reshape's new shape, from any integer type (-1: inferred). Converting
+// through a constructor keeps `{x.size(), -1}` from being a narrowing list.
+struct reshape_dim {
+  long long value;
+  template <std::integral I>
+  reshape_dim(I i) : value(static_cast<long long>(i)) {  // NOLINT: implicit by design
+    if constexpr (std::unsigned_integral<I>)
+      if (static_cast<unsigned long long>(i) > (1ull << 62))
+        throw value_error("reshape: dimension " + std::to_string(i) + " is too large");
+  }
+};
+template <class It>
+std::vector<long long> reshape_dims(It first, It last) {
+  std::vector<long long> v;
+  for (; first != last; ++first) v.push_back(reshape_dim(*first).value);
+  return v;
+}
+}  // namespace detail
+
+// The new shape as braces of integers of any type, or any range of integers (a std::vector,
+// std::array, ...); one dimension may be -1, inferred from the element count. An rvalue child
+// is moved in (see views.hpp).
 template <expression E>
-auto reshape(E&& e, std::vector<long long> const& dims) {
-  zenith::shape s = detail::resolve_reshape(e.shape(), dims);
+auto reshape(E&& e, std::initializer_list<detail::reshape_dim> dims) {
+  std::vector<long long> d;
+  for (auto x : dims) d.push_back(x.value);
+  zenith::shape s = detail::resolve_reshape(e.shape(), d);
+  return reshape_node<std::remove_cvref_t<E>>(std::forward<E>(e), s);
+}
+template <expression E, std::ranges::input_range R>
+requires std::integral<std::ranges::range_value_t<R>> &&
+    (!std::same_as<std::remove_cvref_t<R>, zenith::shape>)auto reshape(E&& e, R const& dims) {
+  zenith::shape s = detail::resolve_reshape(
+      e.shape(), detail::reshape_dims(std::ranges::begin(dims), std::ranges::end(dims)));
   return reshape_node<std::remove_cvref_t<E>>(std::forward<E>(e), s);
 }
 template <expression E, class S>

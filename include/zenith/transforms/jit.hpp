@@ -51,11 +51,6 @@ namespace zenith {
 
 namespace detail {
 
-template <class A>
-struct any_array_leaf : std::false_type {};
-template <class T>
-struct any_array_leaf<array<T>> : std::true_type {};
-
 template <class T>
 concept array_tree = is_tree_of<std::remove_cvref_t<T>, any_array_leaf>();
 

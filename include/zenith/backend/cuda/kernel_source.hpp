@@ -199,7 +199,17 @@ inline std::string prelude(kernel_variant const& v, std::size_t leaves) {
        "inline unsigned short zn_to_bf16(float f) { return zn_host_to_bf16(f); }\n"
        "inline float zn_f16(unsigned short h) { return zn_host_f16(h); }\n"
        "inline unsigned short zn_to_f16(float f) { return zn_host_to_f16(f); }\n"
-       "#endif\n";
+       "#endif\n"
+       // clip as the CPU computes it: maximum, then minimum, each keeping a NaN operand.
+       "template <class T>\n"
+       "#ifdef __CUDA_ARCH__\n"
+       "__device__ __forceinline__\n"
+       "#else\n"
+       "inline\n"
+       "#endif\n"
+       "T zn_clip(T x, T lo, T hi) {\n"
+       "  T m = (x > lo || x != x) ? x : lo;\n"
+       "  return (m < hi || m != m) ? m : hi;\n}\n";
   if (v.kind == layout::vectorized)
     s += "template <class T, int V> struct __align__(sizeof(T) * V) zn_pack { T v[V]; };\n";
   if (v.kind == layout::strided)

@@ -1,0 +1,494 @@
+#pragma once
+// Running an IR graph (ir/graph.hpp) on the CPU:
+//
+//   std::vector<zn::any_array> out = zn::ir::run(graph, {x, w});
+//
+// Consecutive elementwise equations of one shape form a region, run as a block interpreter in
+// the manner of numexpr: the region's elements are walked in tiles of `tile` elements, and for
+// each tile every equation runs its op's kernel over the tile, its operands read from the
+// inputs or from the tiles of earlier equations (which stay in L1), its result written to a
+// tile, or to memory where a later equation outside the region or the graph's result reads it.
+// A kernel exists once per (op, compute type), instantiated from the op's tag (its simd() on
+// xsimd batches, apply() for the tail and for types without a batch form), whatever graphs are
+// run; 16-bit floats compute in float, as everywhere. Other equations (broadcasts, views,
+// reductions, dot_general, softmax, layer_norm, concatenate, conv2d) run one at a time through
+// the typed evaluators, instantiated once per (op, dtype).
+//
+// Everything here is a template that only a call of run() instantiates: a program that never
+// runs a graph compiles none of it.
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../../core/any_array.hpp"
+#include "../../expr/to_ir.hpp"
+#include "evaluate.hpp"
+
+namespace zenith::ir {
+
+namespace detail {
+
+inline constexpr std::size_t tile = 1024;
+
+using zenith::detail::evaluate_untraced;
+
+// Kernel over n elements: out[i] = op(in[0][i], in[1][i], ...), in compute types.
+using tile_kernel = void (*)(std::size_t n, void* out, void const* const* in);
+
+template <std::size_t, class T>
+using repeat = T;
+
+// An op over operands of compute type C, result of the op's result type's compute type.
+template <class Op, class C, std::size_t... I>
+void map_tile(std::size_t n, void* out, void const* const* in, std::index_sequence<I...>) {
+  using R = compute_t<op_result_t<Op, repeat<I, C>...>>;
+  R* o = static_cast<R*>(out);
+  std::size_t i = 0;
+  if constexpr (std::is_same_v<R, C> && (std::is_same_v<C, float> || std::is_same_v<C, double>)) {
+    using B = xsimd::batch<C>;
+    for (; i + B::size <= n; i += B::size)
+      Op::simd(B::load_unaligned(static_cast<C const*>(in[I]) + i)...).store_unaligned(o + i);
+  }
+  for (; i < n; ++i) o[i] = R(Op::apply(static_cast<C const*>(in[I])[i]...));
+}
+
+// where(c, a, b): the condition is bool whatever the values' type.
+template <class C>
+void select_tile(std::size_t n, void* out, void const* const* in) {
+  auto cond = static_cast<bool const*>(in[0]);
+  auto a = static_cast<C const*>(in[1]), b = static_cast<C const*>(in[2]);
+  C* o = static_cast<C*>(out);
+  for (std::size_t i = 0; i < n; ++i) o[i] = cond[i] ? a[i] : b[i];
+}
+
+template <class Op, class C>
+void map_kernel(std::size_t n, void* out, void const* const* in) {
+  if constexpr (std::is_same_v<Op, ops::where>)
+    select_tile<C>(n, out, in);
+  else
+    map_tile<Op, C>(n, out, in, std::make_index_sequence<op_arity<Op>()>{});
+}
+
+// The kernel of elementwise op Op for operands of compute type C, if it takes them.
+template <class Op, class C>
+tile_kernel kernel_of() {
+  if constexpr (std::is_same_v<C, bool>)
+    return nullptr;
+  else if constexpr (is_floating_only<Op>() && !std::is_floating_point_v<C>)
+    return nullptr;
+  else
+    return &map_kernel<Op, C>;
+}
+
+// convert_element_type from compute type C to To (its value in To's compute type, rounded to
+// To first where To is a 16-bit float).
+template <class C, class To>
+void convert_kernel(std::size_t n, void* out, void const* const* in) {
+  auto a = static_cast<C const*>(in[0]);
+  auto o = static_cast<compute_t<To>*>(out);
+  for (std::size_t i = 0; i < n; ++i) o[i] = ops::cast<To>::apply(a[i]);
+}
+
+template <class... Ops>
+tile_kernel find_map_kernel(std::string_view op, zenith::dtype c, type_list<Ops...>) {
+  tile_kernel k = nullptr;
+  auto try_op = [&]<class Op>() {
+    if (k || zenith::ir::detail::op_name(Op::name) != op) return;
+    k = with_dtype(c, [&]<class C>() -> tile_kernel {
+      if constexpr (std::is_same_v<C, compute_t<C>>)
+        return kernel_of<Op, C>();
+      else
+        return nullptr;
+    });
+  };
+  (try_op.template operator()<Ops>(), ...);
+  return k;
+}
+
+// The compute type's dtype: float for the 16-bit floats, the dtype itself otherwise.
+inline zenith::dtype compute_dtype(zenith::dtype d) {
+  return d == zenith::dtype::bfloat16 || d == zenith::dtype::float16 ? zenith::dtype::float32 : d;
+}
+inline std::size_t compute_size(zenith::dtype d) {
+  return with_dtype(compute_dtype(d), []<class T>() { return sizeof(T); });
+}
+
+// The kernel of an elementwise equation and the order its operands go in; nullptr for an
+// equation that is not elementwise.
+struct elementwise_plan {
+  tile_kernel kernel = nullptr;
+  std::vector<value_id> operands;
+};
+
+inline elementwise_plan plan_elementwise(graph const& g, equation const& e) {
+  elementwise_plan p;
+  if (e.inputs.empty()) return p;
+  zenith::dtype in = compute_dtype(g.at(e.inputs.back()).dtype);
+  p.operands = e.inputs;
+  if (e.op == "convert_element_type") {
+    zenith::dtype to = g.at(e.output).dtype;
+    p.kernel = with_dtype(compute_dtype(g.at(e.inputs[0]).dtype), [&]<class C>() -> tile_kernel {
+      if constexpr (!std::is_same_v<C, compute_t<C>>)
+        return nullptr;
+      else
+        return with_dtype(to, []<class To>() -> tile_kernel { return &convert_kernel<C, To>; });
+    });
+    return p;
+  }
+  std::string_view op = e.op;
+  if (op == "select_n") {  // select_n(c, false, true) is where(c, true, false)
+    p.operands = {e.inputs[0], e.inputs[2], e.inputs[1]};
+    op = "select";
+  } else if (op == "clamp") {  // clamp(lo, x, hi) is clip(x, lo, hi)
+    p.operands = {e.inputs[1], e.inputs[0], e.inputs[2]};
+  }
+  p.kernel = find_map_kernel(op, in, elementwise_ops{});
+  return p;
+}
+
+// The interpreter's state: every value's array once computed.
+struct machine {
+  graph const& g;
+  std::vector<any_array> vals;
+  std::vector<std::size_t> last_use;  // the last equation reading each value; outputs: all
+
+  explicit machine(graph const& gr) : g(gr), vals(gr.values().size()), last_use(vals.size(), 0) {
+    auto const& eqs = g.equations();
+    for (std::size_t i = 0; i < eqs.size(); ++i)
+      for (value_id v : eqs[i].inputs) last_use[v] = i;
+    for (value_id v : g.outputs()) last_use[v] = eqs.size();
+  }
+
+  any_array const& operand(value_id v) {
+    if (vals[v].empty()) {
+      value const& x = g.at(v);
+      if (x.kind != value_kind::literal)
+        throw value_error("ir::run: value " + std::to_string(v) + " read before it is computed");
+      vals[v] = with_dtype(
+          x.dtype, [&]<class T>() -> any_array { return full<T>({}, T(compute_t<T>(x.literal))); });
+    }
+    return vals[v];
+  }
+
+  // Equations [first, last) are elementwise, of one output shape, with plans p.
+  void run_region(std::size_t first, std::size_t last, std::vector<elementwise_plan> const& p) {
+    auto const& eqs = g.equations();
+    zenith::shape s = g.at(eqs[first].output).shape;
+    std::size_t n = s.numel();
+    // Values the region computes: a tile each, and memory where read after the region.
+    struct slot {
+      std::vector<std::byte> tile_mem;
+      void* tile_ptr = nullptr;
+      char* stored = nullptr;  // the array's memory, when stored
+      bool direct = false;     // the stored array is of the compute type: written in place
+      zenith::dtype dtype;
+    };
+    std::vector<std::pair<value_id, slot>> made;
+    auto slot_of = [&](value_id v) -> slot* {
+      for (auto& [id, sl] : made)
+        if (id == v) return &sl;
+      return nullptr;
+    };
+    for (std::size_t i = first; i < last; ++i) {
+      value const& x = g.at(eqs[i].output);
+      slot sl;
+      sl.dtype = x.dtype;
+      sl.tile_mem.resize(tile * compute_size(x.dtype));
+      sl.tile_ptr = sl.tile_mem.data();
+      if (last_use[eqs[i].output] >= last) {
+        vals[eqs[i].output] =
+            with_dtype(x.dtype, [&]<class T>() -> any_array { return array<T>::empty(x.shape); });
+        sl.stored = static_cast<char*>(const_cast<void*>(vals[eqs[i].output].data()));
+        sl.direct = compute_dtype(x.dtype) == x.dtype;
+      }
+      made.emplace_back(eqs[i].output, std::move(sl));
+    }
+    // Values read from outside: a splatted tile for a rank-0 one (a literal), read in place
+    // when of the compute type, else converted into a tile at each step.
+    struct outside {
+      value_id id;
+      char const* base;
+      zenith::dtype dtype;
+      std::vector<std::byte> tile_mem;
+      bool scalar;
+    };
+    std::vector<outside> reads;
+    auto outside_of = [&](value_id v) -> outside* {
+      for (auto& o : reads)
+        if (o.id == v) return &o;
+      return nullptr;
+    };
+    for (std::size_t i = first; i < last; ++i)
+      for (value_id v : p[i - first].operands) {
+        if (slot_of(v) || outside_of(v)) continue;
+        any_array const& a = operand(v);
+        outside o{v, static_cast<char const*>(a.data()), a.dtype(), {}, a.shape().numel() == 1};
+        if (!o.scalar && !(a.shape() == s))
+          throw shape_error("ir::run: " + std::string(eqs[i].op) + " reads shape " +
+                            a.shape().str() + " in a region of shape " + s.str());
+        if (o.scalar || compute_dtype(o.dtype) != o.dtype) {
+          o.tile_mem.resize(tile * compute_size(o.dtype));
+          if (o.scalar) fill_tile(o.tile_mem.data(), o.base, o.dtype, tile);
+        }
+        reads.push_back(std::move(o));
+      }
+    std::vector<void const*> args;
+    for (std::size_t at = 0; at < n; at += tile) {
+      std::size_t m = std::min(tile, n - at);
+      for (auto& o : reads)
+        if (!o.scalar && !o.tile_mem.empty())
+          load_tile(o.tile_mem.data(), o.base + at * dtype_size(o.dtype), o.dtype, m);
+      for (std::size_t i = first; i < last; ++i) {
+        args.clear();
+        for (value_id v : p[i - first].operands) {
+          if (slot* sl = slot_of(v)) {
+            args.push_back(sl->direct ? sl->stored + at * dtype_size(sl->dtype) : sl->tile_ptr);
+          } else {
+            outside* o = outside_of(v);
+            args.push_back(o->tile_mem.empty() ? o->base + at * dtype_size(o->dtype)
+                                               : static_cast<void const*>(o->tile_mem.data()));
+          }
+        }
+        slot& out = *slot_of(eqs[i].output);
+        void* dst = out.direct ? out.stored + at * dtype_size(out.dtype) : out.tile_ptr;
+        p[i - first].kernel(m, dst, args.data());
+        if (out.stored && !out.direct)
+          store_tile(out.stored + at * dtype_size(out.dtype), out.tile_ptr, out.dtype, m);
+      }
+    }
+  }
+
+  static std::size_t dtype_size(zenith::dtype d) {
+    return with_dtype(d, []<class T>() { return sizeof(T); });
+  }
+  // m elements of dtype d at src, in d's compute type at dst.
+  static void load_tile(void* dst, char const* src, zenith::dtype d, std::size_t m) {
+    with_dtype(d, [&]<class T>() {
+      auto o = static_cast<compute_t<T>*>(dst);
+      auto s = reinterpret_cast<T const*>(src);
+      for (std::size_t i = 0; i < m; ++i) o[i] = compute_t<T>(s[i]);
+    });
+  }
+  static void store_tile(char* dst, void const* src, zenith::dtype d, std::size_t m) {
+    with_dtype(d, [&]<class T>() {
+      auto s = static_cast<compute_t<T> const*>(src);
+      auto o = reinterpret_cast<T*>(dst);
+      for (std::size_t i = 0; i < m; ++i) o[i] = T(s[i]);
+    });
+  }
+  static void fill_tile(void* dst, char const* src, zenith::dtype d, std::size_t m) {
+    with_dtype(d, [&]<class T>() {
+      auto o = static_cast<compute_t<T>*>(dst);
+      compute_t<T> v = compute_t<T>(*reinterpret_cast<T const*>(src));
+      for (std::size_t i = 0; i < m; ++i) o[i] = v;
+    });
+  }
+
+  void run_barrier(equation const& e);
+};
+
+// numpy's matmul of a and b, the dot_general that expr/to_ir.hpp records for it; other
+// dimension numbers are an error naming them.
+inline void check_matmul_form(graph const& g, equation const& e) {
+  auto const& a = g.at(e.inputs[0]).shape;
+  auto const& b = g.at(e.inputs[1]).shape;
+  auto list = [&](std::string_view n) { return e.attrs.get<std::vector<std::int64_t>>(n); };
+  auto lc = list("lhs_contracting"), rc = list("rhs_contracting"), lb = list("lhs_batch");
+  bool ok = lc.size() == 1 && rc.size() == 1 && lc[0] == std::int64_t(a.size()) - 1 &&
+            (b.size() == 1 ? rc[0] == 0 : rc[0] == std::int64_t(b.size()) - 2) &&
+            lb.size() == (a.size() >= 2 && b.size() >= 2 ? a.size() - 2 : 0);
+  if (!ok)
+    throw value_error(
+        "ir::run: dot_general with dimension numbers other than numpy's matmul "
+        "(operands " +
+        a.str() + " and " + b.str() + ")");
+}
+
+template <class Op>
+void reduce_into(machine& m, equation const& e) {
+  any_array const& a = m.operand(e.inputs[0]);
+  std::uint32_t mask = 0;
+  for (std::int64_t k : e.attrs.get<std::vector<std::int64_t>>("axes")) mask |= 1u << k;
+  m.vals[e.output] = with_dtype(a.dtype(), [&]<class T>() -> any_array {
+    if constexpr (std::is_same_v<T, bool>) {
+      throw dtype_error("ir::run: " + std::string(e.op) + " of bool values");
+    } else {
+      auto r = zenith::detail::make_reduce<Op>(a.as<T>(), mask, false, Op::name);
+      return evaluate_untraced<value_t<decltype(r)>>(r);
+    }
+  });
+}
+
+inline void machine::run_barrier(equation const& e) {
+  value const& out = g.at(e.output);
+  std::string_view op = e.op;
+  auto const& a = operand(e.inputs.at(0));
+  auto ints = [&](std::string_view n) { return e.attrs.get<std::vector<std::int64_t>>(n); };
+  auto floats_only = [&]<class T>() {
+    if constexpr (!floating_element<T>)
+      throw dtype_error("ir::run: " + std::string(op) + " of " + std::string(dtype_name<T>()) +
+                        " values");
+  };
+  any_array r;
+  if (op == "reshape" || op == "squeeze") {
+    r = with_dtype(a.dtype(), [&]<class T>() -> any_array {
+      array<T> x = a.as<T>();
+      return array<T>::from_buffer(x.storage(), x.data(), out.shape);
+    });
+  } else if (op == "broadcast_in_dim") {
+    auto dims = ints("broadcast_dimensions");
+    zenith::shape with_ones;
+    for (std::size_t k = 0, j = 0; k < out.shape.size(); ++k)
+      with_ones.push_back(j < dims.size() && dims[j] == std::int64_t(k) ? a.shape()[j++] : 1);
+    r = with_dtype(a.dtype(), [&]<class T>() -> any_array {
+      return evaluate_untraced<T>(broadcast_to(reshape(a.as<T>(), with_ones), out.shape));
+    });
+  } else if (op == "transpose") {
+    auto perm = ints("permutation");
+    r = with_dtype(a.dtype(), [&]<class T>() -> any_array {
+      return evaluate_untraced<T>(transpose(a.as<T>(), std::vector<int>(perm.begin(), perm.end())));
+    });
+  } else if (op == "rev" || op == "slice") {
+    views::slice v;
+    v.out = out.shape;
+    for (std::size_t k = 0; k < a.shape().size(); ++k) v.step[k] = 1;
+    if (op == "rev") {
+      for (std::int64_t k : ints("dimensions")) {
+        v.start[std::size_t(k)] = std::int64_t(a.shape()[std::size_t(k)]) - 1;
+        v.step[std::size_t(k)] = -1;
+      }
+    } else {
+      auto start = ints("start_indices");
+      auto const* st = e.attrs.find("strides");
+      for (std::size_t k = 0; k < start.size(); ++k) {
+        v.start[k] = start[k];
+        if (st && std::holds_alternative<std::vector<std::int64_t>>(*st))
+          v.step[k] = std::get<std::vector<std::int64_t>>(*st)[k];
+      }
+    }
+    r = with_dtype(a.dtype(), [&]<class T>() -> any_array {
+      return evaluate_untraced<T>(view_node<views::slice, array<T>>(a.as<T>(), v));
+    });
+  } else if (op == "concatenate") {
+    r = with_dtype(out.dtype, [&]<class T>() -> any_array {
+      std::vector<array<T>> parts;
+      for (value_id v : e.inputs) parts.push_back(operand(v).as<T>());
+      return evaluate_untraced<T>(concatenate(parts, int(e.attrs.get<std::int64_t>("dimension"))));
+    });
+  } else if (op == "dot_general") {
+    check_matmul_form(g, e);
+    r = with_dtype(out.dtype, [&]<class T>() -> any_array {
+      if constexpr (std::is_same_v<T, bool>) {
+        throw dtype_error("ir::run: dot_general of bool values");
+      } else {
+        return evaluate_untraced<T>(matmul(a.as<T>(), operand(e.inputs.at(1)).as<T>()));
+      }
+    });
+  } else if (op == "softmax" || op == "log_softmax" || op == "layer_norm") {
+    int axis = int(e.attrs.get<std::int64_t>("axis"));
+    r = with_dtype(a.dtype(), [&]<class T>() -> any_array {
+      floats_only.template operator()<T>();
+      if constexpr (floating_element<T>) {
+        if (op == "softmax") return evaluate_untraced<T>(softmax(a.as<T>(), axis));
+        if (op == "log_softmax") return evaluate_untraced<T>(log_softmax(a.as<T>(), axis));
+        return evaluate_untraced<T>(layer_norm(a.as<T>(), axis, e.attrs.get<double>("epsilon")));
+      }
+      return {};
+    });
+  } else if (op.starts_with("conv2d")) {
+    conv2d_options opt;
+    auto st = ints("window_strides"), pad = ints("padding"), dil = ints("rhs_dilation");
+    for (int k = 0; k < 2; ++k) {
+      opt.stride[k] = int(st[k]);
+      opt.padding[k] = int(pad[k]);
+      opt.dilation[k] = int(dil[k]);
+    }
+    any_array const& b = operand(e.inputs.at(1));
+    r = with_dtype(out.dtype, [&]<class T>() -> any_array {
+      floats_only.template operator()<T>();
+      if constexpr (floating_element<T>) {
+        if (op == "conv2d") return evaluate_untraced<T>(conv2d(a.as<T>(), b.as<T>(), opt));
+        if (op == "conv2d_input_grad")
+          return evaluate_untraced<T>(make_conv2d<conv2d_part::input_grad>(
+              a.as<T>(), b.as<T>(), zenith::detail::conv2d_geometry_of(out.shape, b.shape(), opt)));
+        return evaluate_untraced<T>(make_conv2d<conv2d_part::filter_grad>(
+            a.as<T>(), b.as<T>(), zenith::detail::conv2d_geometry_of(a.shape(), out.shape, opt)));
+      }
+      return {};
+    });
+  } else {
+    bool done = true;
+    if (op == "reduce_sum")
+      reduce_into<ops::reduce_sum>(*this, e);
+    else if (op == "reduce_mean")
+      reduce_into<ops::reduce_mean>(*this, e);
+    else if (op == "reduce_prod")
+      reduce_into<ops::reduce_prod>(*this, e);
+    else if (op == "reduce_max")
+      reduce_into<ops::reduce_max>(*this, e);
+    else if (op == "reduce_min")
+      reduce_into<ops::reduce_min>(*this, e);
+    else if (op == "reduce_logsumexp")
+      reduce_into<ops::reduce_logsumexp>(*this, e);
+    else if (op == "argmax")
+      reduce_into<ops::argmax>(*this, e);
+    else if (op == "argmin")
+      reduce_into<ops::argmin>(*this, e);
+    else
+      done = false;
+    if (done) return;
+    throw value_error("ir::run: no CPU implementation of op " + std::string(op));
+  }
+  vals[e.output] = std::move(r);
+}
+
+}  // namespace detail
+
+// Runs g on the given inputs (one per g.inputs(), of its dtype and shape); returns one array per
+// g.outputs(). Constants come from the graph.
+template <class = void>
+std::vector<any_array> run(graph const& g, std::vector<any_array> const& inputs) {
+  if (inputs.size() != g.inputs().size())
+    throw value_error("ir::run: " + std::to_string(inputs.size()) + " inputs given to a graph of " +
+                      std::to_string(g.inputs().size()));
+  detail::machine m(g);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    value const& x = g.at(g.inputs()[i]);
+    if (inputs[i].dtype() != x.dtype || !(inputs[i].shape() == x.shape))
+      throw shape_error("ir::run: input " + std::to_string(i) + " is " +
+                        std::string(dtype_name(inputs[i].dtype())) + inputs[i].shape().str() +
+                        ", the graph's " + std::string(dtype_name(x.dtype)) + x.shape.str());
+    m.vals[g.inputs()[i]] = inputs[i];
+  }
+  for (value_id c : g.constants()) {
+    value const& x = g.at(c);
+    m.vals[c] = with_dtype(x.dtype, [&]<class T>() -> any_array {
+      return array<T>::from_buffer(std::const_pointer_cast<buffer>(x.data),
+                                   static_cast<T*>(const_cast<void*>(x.ptr)), x.shape);
+    });
+  }
+  auto const& eqs = g.equations();
+  std::vector<detail::elementwise_plan> plans(eqs.size());
+  for (std::size_t i = 0; i < eqs.size(); ++i) plans[i] = detail::plan_elementwise(g, eqs[i]);
+  for (std::size_t i = 0; i < eqs.size();) {
+    if (!plans[i].kernel) {
+      m.run_barrier(eqs[i]);
+      ++i;
+      continue;
+    }
+    zenith::shape s = g.at(eqs[i].output).shape;
+    std::size_t j = i + 1;
+    while (j < eqs.size() && plans[j].kernel && g.at(eqs[j].output).shape == s) ++j;
+    m.run_region(i, j,
+                 std::vector<detail::elementwise_plan>(plans.begin() + std::ptrdiff_t(i),
+                                                       plans.begin() + std::ptrdiff_t(j)));
+    i = j;
+  }
+  std::vector<any_array> out;
+  for (value_id v : g.outputs()) out.push_back(m.operand(v));
+  return out;
+}
+
+}  // namespace zenith::ir

@@ -1,0 +1,353 @@
+#pragma once
+// An expression's IR: its node tree appended to an ir::graph as equations (ir/graph.hpp).
+//
+//   ir::graph g;
+//   ir::recorder r(g);
+//   r.bind(x, g.add_input(...));          // arrays that are the graph's inputs
+//   ir::value_id y = ir::emit(r, zn::tanh(zn::matmul(x, w)) * 2.f);
+//
+// Each node kind emits the equations of its op, with its attributes, as JAX spells them where
+// JAX has the op: implicit broadcasting becomes an explicit broadcast_in_dim, a conversion
+// convert_element_type, numpy's matmul a dot_general (operands broadcast to one batch shape),
+// keepdims a reshape after the reduction. Arrays the recorder does not know become constants
+// (kept alive by the graph); C++ numbers become literals.
+//
+// This is a walk over the expression's type that builds data: it instantiates no loops, so
+// recording an expression costs little code next to evaluating it.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../core/array.hpp"
+#include "../core/small_map.hpp"
+#include "../ir/graph.hpp"
+#include "concat.hpp"
+#include "conv.hpp"
+#include "layer_norm.hpp"
+#include "matmul.hpp"
+#include "node.hpp"
+#include "reduce.hpp"
+#include "reshape.hpp"
+#include "softmax.hpp"
+#include "views.hpp"
+
+namespace zenith::ir {
+
+// Appends expressions to a graph, knowing which arrays are already values of it.
+class recorder {
+ public:
+  explicit recorder(graph& g) : g_(&g) {}
+  graph& target() { return *g_; }
+
+  // From now on, an expression reading b's array reads value v.
+  void bind(buffer const* b, value_id v) { ids_[b] = v; }
+  value_id const* find(buffer const* b) const { return ids_.find(b); }
+
+  template <element T>
+  value_id leaf(array<T> const& a) {
+    buffer const* b = a.storage().get();
+    if (value_id const* v = ids_.find(b)) return *v;
+    value_id v = g_->add_constant(dtype_of<T>(), a.shape(), a.storage(), a.data());
+    ids_[b] = v;
+    return v;
+  }
+
+ private:
+  graph* g_;
+  zenith::detail::small_map<buffer const*, value_id> ids_;
+};
+
+namespace detail {
+
+// Which node kind an expression type is.
+template <class E>
+inline constexpr bool is_map = false;
+template <class Op, class... Cs>
+inline constexpr bool is_map<map_node<Op, Cs...>> = true;
+template <class E>
+inline constexpr bool is_view = false;
+template <class V, class C>
+inline constexpr bool is_view<view_node<V, C>> = true;
+template <class E>
+inline constexpr bool is_reshape = false;
+template <class C>
+inline constexpr bool is_reshape<reshape_node<C>> = true;
+template <class E>
+inline constexpr bool is_matmul = false;
+template <class A, class B>
+inline constexpr bool is_matmul<matmul_node<A, B>> = true;
+template <class E>
+inline constexpr bool is_softmax = false;
+template <class Op, class C>
+inline constexpr bool is_softmax<softmax_node<Op, C>> = true;
+template <class E>
+inline constexpr bool is_layer_norm = false;
+template <class C>
+inline constexpr bool is_layer_norm<layer_norm_node<C>> = true;
+template <class E>
+inline constexpr bool is_concat = false;
+template <class Op, class P>
+inline constexpr bool is_concat<concat_node<Op, P>> = true;
+template <class E>
+inline constexpr bool is_conv2d = false;
+template <conv2d_part P, class A, class B>
+inline constexpr bool is_conv2d<conv2d_node<P, A, B>> = true;
+
+inline std::vector<std::int64_t> iota_list(std::size_t from, std::size_t n) {
+  std::vector<std::int64_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = std::int64_t(from + i);
+  return v;
+}
+
+inline std::vector<std::int64_t> shape_list(zenith::shape const& s) {
+  std::vector<std::int64_t> v(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) v[i] = std::int64_t(s[i]);
+  return v;
+}
+
+inline std::vector<std::int64_t> mask_list(std::uint32_t mask, std::size_t rank) {
+  std::vector<std::int64_t> v;
+  for (std::size_t k = 0; k < rank; ++k)
+    if (mask >> k & 1) v.push_back(std::int64_t(k));
+  return v;
+}
+
+// An elementwise op's IR name: its tag's name, or JAX's where JAX spells it otherwise.
+inline std::string_view op_name(std::string_view tag) {
+  constexpr std::pair<std::string_view, std::string_view> jax[] = {
+      {"maximum", "max"},   {"minimum", "min"},  {"sigmoid", "logistic"},
+      {"equal", "eq"},      {"not_equal", "ne"}, {"less", "lt"},
+      {"less_equal", "le"}, {"greater", "gt"},   {"greater_equal", "ge"}};
+  for (auto const& [from, to] : jax)
+    if (tag == from) return to;
+  return tag;
+}
+
+// v broadcast to shape s by numpy's rules (trailing axes aligned); v itself when it has s, or
+// when it is a literal (a rank-0 literal stays a scalar operand, as in JAX's jaxprs).
+inline value_id broadcast(graph& g, value_id v, zenith::shape const& s) {
+  value const& x = g.at(v);
+  if (x.shape == s || x.kind == value_kind::literal) return v;
+  std::size_t off = s.size() - x.shape.size();
+  zenith::dtype d = x.dtype;
+  return g.add_equation("broadcast_in_dim", {v}, d, s,
+                        {{"broadcast_dimensions", iota_list(off, x.shape.size())}});
+}
+
+// v (of shape `from`) with axes of size 1 inserted to give shape s: the axes of s that are not
+// in `inserted` (a bit mask over s's axes) take v's axes in order.
+inline value_id insert_axes(graph& g, value_id v, zenith::shape const& s, std::uint32_t inserted) {
+  value const& x = g.at(v);
+  if (x.shape == s) return v;
+  zenith::dtype d = x.dtype;
+  std::vector<std::int64_t> dims;
+  for (std::size_t k = 0; k < s.size(); ++k)
+    if (!(inserted >> k & 1)) dims.push_back(std::int64_t(k));
+  return g.add_equation("broadcast_in_dim", {v}, d, s, {{"broadcast_dimensions", dims}});
+}
+
+// v converted to dtype d (v itself when it is d already).
+inline value_id convert(graph& g, value_id v, zenith::dtype d) {
+  value const& x = g.at(v);
+  if (x.dtype == d) return v;
+  if (x.kind == value_kind::literal) return g.add_literal(d, x.literal);
+  zenith::shape s = x.shape;
+  return g.add_equation("convert_element_type", {v}, d, s,
+                        {{"new_dtype", d}, {"weak_type", false}});
+}
+
+inline value_id reshape(graph& g, value_id v, zenith::shape const& s) {
+  value const& x = g.at(v);
+  if (x.shape == s) return v;
+  zenith::dtype d = x.dtype;
+  return g.add_equation("reshape", {v}, d, s,
+                        {{"new_sizes", shape_list(s)},
+                         {"dimensions", std::string("None")},
+                         {"sharding", std::string("None")}});
+}
+
+// numpy's matmul of a and b (already of the result's dtype) as one dot_general.
+inline value_id matmul(graph& g, value_id a, value_id b, zenith::detail::matmul_dims const& d,
+                       zenith::dtype dt) {
+  std::size_t ra = g.at(a).shape.size(), rb = g.at(b).shape.size();
+  std::vector<std::int64_t> lc{std::int64_t(ra - 1)};
+  std::vector<std::int64_t> rc{std::int64_t(d.b_vector ? 0 : rb - 2)}, lb, rbat;
+  if (!d.a_vector && !d.b_vector && !d.batch.empty()) {
+    // Both operands broadcast to the batch shape; the batch axes are dot_general's batch.
+    std::size_t r = d.batch.size();
+    zenith::shape sa = d.batch, sb = d.batch;
+    sa.push_back(d.m);
+    sa.push_back(d.k);
+    sb.push_back(d.k);
+    sb.push_back(d.n);
+    a = broadcast(g, a, sa);
+    b = broadcast(g, b, sb);
+    lc = {std::int64_t(r + 1)};
+    rc = {std::int64_t(r)};
+    lb = rbat = iota_list(0, r);
+  }
+  return g.add_equation("dot_general", {a, b}, dt, d.out,
+                        {{"lhs_contracting", lc},
+                         {"rhs_contracting", rc},
+                         {"lhs_batch", lb},
+                         {"rhs_batch", rbat},
+                         {"preferred_element_type", dt}});
+}
+
+}  // namespace detail
+
+template <class E>
+value_id emit(recorder& r, E const& e);
+
+namespace detail {
+
+template <class Op, class... Cs, std::size_t... I>
+value_id emit_map(recorder& r, map_node<Op, Cs...> const& e, std::index_sequence<I...>) {
+  graph& g = r.target();
+  zenith::shape s = e.shape();
+  zenith::dtype d = dtype_of<value_t<map_node<Op, Cs...>>>();
+  std::vector<value_id> in{broadcast(g, emit(r, zenith::get<I>(e.children)), s)...};
+  if constexpr (std::is_same_v<Op, ops::cast<value_t<map_node<Op, Cs...>>>>) {
+    return convert(g, in[0], d);
+  } else if constexpr (std::is_same_v<Op, ops::where>) {
+    return g.add_equation("select_n", {in[0], in[2], in[1]}, d, s);  // JAX: false case first
+  } else if constexpr (std::is_same_v<Op, ops::clip>) {
+    return g.add_equation("clamp", {in[1], in[0], in[2]}, d, s);  // JAX: clamp(lo, x, hi)
+  } else {
+    return g.add_equation(op_name(Op::name), std::move(in), d, s);
+  }
+}
+
+template <class View, class C>
+value_id emit_view(recorder& r, view_node<View, C> const& e) {
+  graph& g = r.target();
+  value_id in = emit(r, e.child);
+  zenith::dtype d = dtype_of<value_t<C>>();
+  zenith::shape s = e.shape(), from = e.child.shape();
+  if constexpr (std::is_same_v<View, views::transpose>) {
+    std::vector<std::int64_t> perm(from.size());
+    for (std::size_t k = 0; k < perm.size(); ++k) perm[k] = std::int64_t(e.view.perm[k]);
+    return g.add_equation("transpose", {in}, d, s, {{"permutation", perm}});
+  } else if constexpr (std::is_same_v<View, views::broadcast_to>) {
+    return broadcast(g, in, s);
+  } else if constexpr (std::is_same_v<View, views::expand_dims>) {
+    return insert_axes(g, in, s, 1u << e.view.axis);
+  } else if constexpr (std::is_same_v<View, views::squeeze>) {
+    return g.add_equation("squeeze", {in}, d, s,
+                          {{"dimensions", mask_list(e.view.axes, from.size())}});
+  } else {
+    static_assert(std::is_same_v<View, views::slice>, "zenith: a view with no IR form");
+    // Negative steps: reverse those axes first (JAX's slice takes positive strides only).
+    std::vector<std::int64_t> rev, start(from.size()), limit(from.size()), stride(from.size());
+    for (std::size_t k = 0; k < from.size(); ++k) {
+      std::int64_t st = e.view.start[k], step = e.view.step[k], n = std::int64_t(s[k]);
+      if (step < 0) {
+        rev.push_back(std::int64_t(k));
+        st = std::int64_t(from[k]) - 1 - st;
+        step = -step;
+      }
+      start[k] = st;
+      stride[k] = step;
+      limit[k] = n == 0 ? st : st + step * (n - 1) + 1;
+    }
+    if (!rev.empty()) in = g.add_equation("rev", {in}, d, from, {{"dimensions", rev}});
+    bool unit = std::all_of(stride.begin(), stride.end(), [](std::int64_t k) { return k == 1; });
+    attr_value strides = unit ? attr_value(std::string("None")) : attr_value(stride);
+    return g.add_equation(
+        "slice", {in}, d, s,
+        {{"start_indices", start}, {"limit_indices", limit}, {"strides", strides}});
+  }
+}
+
+template <class Op, class C>
+value_id emit_reduce(recorder& r, reduce_node<Op, C> const& e) {
+  graph& g = r.target();
+  value_id in = emit(r, e.child);
+  zenith::shape from = e.child.shape(), dropped;
+  for (std::size_t k = 0; k < from.size(); ++k)
+    if (!e.reduces(k)) dropped.push_back(from[k]);
+  zenith::dtype d = dtype_of<value_t<reduce_node<Op, C>>>();
+  attributes a{{"axes", mask_list(e.axes, from.size())}};
+  if constexpr (indexed_reduction<Op>) a.set("index_dtype", d);
+  if constexpr (std::is_same_v<Op, ops::reduce_sum>) a.set("out_sharding", std::string("None"));
+  value_id out = g.add_equation(Op::name, {in}, d, dropped, std::move(a));
+  return e.keepdims ? insert_axes(g, out, e.shape(), e.axes) : out;
+}
+
+}  // namespace detail
+
+// Appends e's equations to the recorder's graph; returns the value of e's result.
+template <class E>
+value_id emit(recorder& r, E const& e) {
+  graph& g = r.target();
+  if constexpr (is_array_v<E>) {
+    return r.leaf(e);
+  } else if constexpr (is_scalar_node_v<E>) {
+    return g.add_literal(dtype_of<value_t<E>>(), double(compute_t<value_t<E>>(e.value)));
+  } else if constexpr (detail::is_map<E>) {
+    return detail::emit_map(r, e,
+                            std::make_index_sequence<std::tuple_size_v<decltype(e.children)>>{});
+  } else if constexpr (detail::is_view<E>) {
+    return detail::emit_view(r, e);
+  } else if constexpr (is_reduce_node_v<E>) {
+    return detail::emit_reduce(r, e);
+  } else if constexpr (detail::is_reshape<E>) {
+    return detail::reshape(g, emit(r, e.child), e.shape());
+  } else if constexpr (detail::is_matmul<E>) {
+    zenith::dtype d = dtype_of<value_t<E>>();
+    value_id a = detail::convert(g, emit(r, e.lhs()), d);
+    value_id b = detail::convert(g, emit(r, e.rhs()), d);
+    return detail::matmul(g, a, b, e.dims, d);
+  } else if constexpr (detail::is_softmax<E>) {
+    zenith::dtype d = dtype_of<value_t<E>>();
+    value_id x = detail::convert(g, emit(r, e.input()), d);
+    return g.add_equation(E::op_type::name, {x}, d, e.shape(), {{"axis", std::int64_t(e.axis)}});
+  } else if constexpr (detail::is_layer_norm<E>) {
+    zenith::dtype d = dtype_of<value_t<E>>();
+    value_id x = detail::convert(g, emit(r, e.input()), d);
+    return g.add_equation("layer_norm", {x}, d, e.shape(),
+                          {{"axis", std::int64_t(e.axis)}, {"epsilon", e.eps}});
+  } else if constexpr (detail::is_concat<E>) {
+    zenith::dtype d = dtype_of<value_t<E>>();
+    std::vector<value_id> parts;
+    E::parts_of::each(e.parts, [&](auto const& p, std::size_t) {
+      parts.push_back(detail::convert(g, emit(r, p), d));
+    });
+    if constexpr (E::op_type::new_axis) {
+      // stack: each part gets the new axis, then one concatenation along it.
+      for (auto& p : parts) {
+        zenith::shape s = g.at(p).shape, t;
+        for (std::size_t k = 0; k <= s.size(); ++k) {
+          if (k == e.axis) t.push_back(1);
+          if (k < s.size()) t.push_back(s[k]);
+        }
+        p = detail::insert_axes(g, p, t, 1u << e.axis);
+      }
+    }
+    return g.add_equation("concatenate", std::move(parts), d, e.shape(),
+                          {{"dimension", std::int64_t(e.axis)}});
+  } else if constexpr (detail::is_conv2d<E>) {
+    zenith::dtype d = dtype_of<value_t<E>>();
+    value_id a = detail::convert(g, emit(r, e.lhs()), d);
+    value_id b = detail::convert(g, emit(r, e.rhs()), d);
+    auto const& geo = e.geometry;
+    std::vector<std::int64_t> stride{std::int64_t(geo.stride[0]), std::int64_t(geo.stride[1])};
+    std::vector<std::int64_t> pad{std::int64_t(geo.pad[0]), std::int64_t(geo.pad[1])};
+    std::vector<std::int64_t> dil{std::int64_t(geo.dil[0]), std::int64_t(geo.dil[1])};
+    std::string_view op = E::part == conv2d_part::output       ? "conv2d"
+                          : E::part == conv2d_part::input_grad ? "conv2d_input_grad"
+                                                               : "conv2d_filter_grad";
+    return g.add_equation(op, {a, b}, d, e.shape(),
+                          {{"window_strides", stride}, {"padding", pad}, {"rhs_dilation", dil}});
+  } else {
+    // The autodiff layer's own nodes (a cotangent's sum_to, a kept value) are never in what a
+    // user's function builds; the tape records them once it records its rules as IR.
+    throw value_error("ir: an expression node with no IR form (expr/to_ir.hpp)");
+  }
+}
+
+}  // namespace zenith::ir

@@ -1,0 +1,146 @@
+#pragma once
+// The IR: a traced program as data. A graph is a list of values (each with a dtype and a
+// shape) and a list of equations, each one op applied to values, giving one new value:
+//
+//   op name   the op tag's name (`tanh`, `dot_general`, `reduce_sum`, ...), as JAX spells it
+//             where JAX has the op
+//   inputs    value ids
+//   attrs     named attributes: axes, shapes, permutations, a target dtype, ...
+//   output    a value id, with its dtype and shape
+//
+// Values are the graph's inputs (a traced function's arguments), constants (arrays the program
+// read but does not differentiate, kept alive by the graph), literals (a C++ number in an
+// expression) and equation results. Everything a consumer needs is here, as data: a printer
+// (ir/jaxpr.hpp), the tape's backward pass, exporters, a replay. The graph depends on core/
+// only, so every layer above it can record into it.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "../core/buffer.hpp"
+#include "../core/dtype.hpp"
+#include "../core/error.hpp"
+#include "../core/shape.hpp"
+
+namespace zenith::ir {
+
+using value_id = std::uint32_t;
+
+// One attribute's value: an integer, a number, a flag, a list of integers, a dtype or a text.
+using attr_value =
+    std::variant<std::int64_t, double, bool, std::vector<std::int64_t>, zenith::dtype, std::string>;
+
+struct attr {
+  std::string_view name;  // static storage: attribute names are literals
+  attr_value value;
+};
+
+class attributes {
+ public:
+  attributes() = default;
+  attributes(std::initializer_list<attr> l) : list_(l) {}
+
+  void set(std::string_view name, attr_value v) {
+    for (auto& a : list_)
+      if (a.name == name) {
+        a.value = std::move(v);
+        return;
+      }
+    list_.push_back({name, std::move(v)});
+  }
+  attr_value const* find(std::string_view name) const {
+    for (auto const& a : list_)
+      if (a.name == name) return &a.value;
+    return nullptr;
+  }
+  // The attribute as T; a missing attribute or one of another kind is a value_error naming it.
+  template <class T>
+  T const& get(std::string_view name) const {
+    attr_value const* v = find(name);
+    if (!v || !std::holds_alternative<T>(*v))
+      throw value_error("ir: attribute '" + std::string(name) + "' missing or of another kind");
+    return std::get<T>(*v);
+  }
+  auto begin() const { return list_.begin(); }
+  auto end() const { return list_.end(); }
+  bool empty() const { return list_.empty(); }
+
+ private:
+  std::vector<attr> list_;
+};
+
+enum class value_kind { input, constant, literal, result };
+
+struct value {
+  zenith::dtype dtype = zenith::dtype::float32;
+  zenith::shape shape;
+  value_kind kind = value_kind::result;
+  double literal = 0;                            // kind literal: the number
+  std::shared_ptr<buffer const> data = nullptr;  // kind constant: the array's memory, kept alive
+  void const* ptr = nullptr;                     // its first element
+};
+
+struct equation {
+  std::string_view op;  // static storage: the op tag's name
+  std::vector<value_id> inputs;
+  value_id output = 0;
+  attributes attrs;
+};
+
+class graph {
+ public:
+  value_id add_input(zenith::dtype d, zenith::shape s) {
+    value_id id = push({d, s, value_kind::input});
+    inputs_.push_back(id);
+    return id;
+  }
+  value_id add_constant(zenith::dtype d, zenith::shape s, std::shared_ptr<buffer const> data,
+                        void const* ptr) {
+    value v{d, s, value_kind::constant};
+    v.data = std::move(data);
+    v.ptr = ptr;
+    value_id id = push(std::move(v));
+    constants_.push_back(id);
+    return id;
+  }
+  value_id add_literal(zenith::dtype d, double x) {
+    value v{d, {}, value_kind::literal};
+    v.literal = x;
+    return push(std::move(v));
+  }
+  // Appends `op(inputs)` with the given attributes; its result has dtype d and shape s.
+  value_id add_equation(std::string_view op, std::vector<value_id> in, zenith::dtype d,
+                        zenith::shape s, attributes attrs = {}) {
+    for (value_id i : in)
+      if (i >= values_.size())
+        throw value_error("ir: equation " + std::string(op) + " reads value " + std::to_string(i) +
+                          " of a graph with " + std::to_string(values_.size()));
+    value_id out = push({d, s, value_kind::result});
+    equations_.push_back({op, std::move(in), out, std::move(attrs)});
+    return out;
+  }
+  void add_output(value_id v) { outputs_.push_back(v); }
+
+  value const& at(value_id v) const { return values_.at(v); }
+  std::vector<value> const& values() const { return values_; }
+  std::vector<equation> const& equations() const { return equations_; }
+  std::vector<value_id> const& inputs() const { return inputs_; }
+  std::vector<value_id> const& constants() const { return constants_; }
+  std::vector<value_id> const& outputs() const { return outputs_; }
+
+ private:
+  value_id push(value v) {
+    values_.push_back(std::move(v));
+    return value_id(values_.size() - 1);
+  }
+  std::vector<value> values_;
+  std::vector<equation> equations_;
+  std::vector<value_id> inputs_, constants_, outputs_;
+};
+
+}  // namespace zenith::ir

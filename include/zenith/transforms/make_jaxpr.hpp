@@ -1,0 +1,111 @@
+#pragma once
+// make_jaxpr: the IR a function records, printed in JAX's jaxpr format.
+//
+//   auto f = [](auto const& x, auto const& w) { return zn::tanh(zn::matmul(x, w)); };
+//   std::cout << zn::make_jaxpr(f)(x, w);
+//   // { lambda ; a:f32[4,3] b:f32[3,2]. let
+//   //     c:f32[4,2] = dot_general[dimension_numbers=(([1], [0]), ([], [])) ...] a b
+//   //     d:f32[4,2] = tanh c
+//   //   in (d,) }
+//
+// Every array of every argument (arrays and trees of arrays; other arguments pass through) is
+// an input of the graph. The function runs once on the real values, as under grad: each
+// expression it materializes from an input appends its equations (expr/to_ir.hpp), and the
+// result it returns (an expression, an array or a tree of them) appends its own and names the
+// graph's outputs. Arrays the function reads that are not arguments are constants of the graph.
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "../autodiff/tape.hpp"
+#include "../core/trace.hpp"
+#include "../core/tree.hpp"
+#include "../expr/to_ir.hpp"
+#include "../ir/jaxpr.hpp"
+
+namespace zenith {
+
+// A traced function's graph; prints as jaxpr text.
+class jaxpr {
+ public:
+  explicit jaxpr(ir::graph g) : g_(std::move(g)) {}
+  ir::graph const& graph() const { return g_; }
+  std::string str() const { return ir::to_jaxpr(g_); }
+  friend std::ostream& operator<<(std::ostream& os, jaxpr const& j) { return os << j.str(); }
+
+ private:
+  ir::graph g_;
+};
+
+namespace detail {
+
+// A tree argument as the function sees it: each array an alias under a fresh identity, traced
+// by st and bound to a new input of the graph. Other arguments as they are.
+template <class Arg>
+Arg jaxpr_argument(Arg const& arg, trace_state& st, ir::recorder& rec) {
+  if constexpr (is_tree_of<Arg, any_array_leaf>()) {
+    Arg t = arg;
+    for_each_leaf(t, [&](auto& a) {
+      using A = std::remove_cvref_t<decltype(a)>;
+      if (!a.storage())
+        throw value_error(
+            "make_jaxpr: an argument holds an array with no storage "
+            "(default-constructed)");
+      auto b = buffer::alias(a.storage());
+      st.traced.insert(b.get());
+      rec.bind(b.get(), rec.target().add_input(dtype_of<value_t<A>>(), a.shape()));
+      a = A::from_buffer(std::move(b), a.data(), a.shape());
+    });
+    return t;
+  } else {
+    return arg;
+  }
+}
+
+// The function's result as the graph's outputs.
+template <class Out>
+void jaxpr_outputs(Out const& out, ir::recorder& rec) {
+  if constexpr (expression<Out>) {
+    rec.target().add_output(ir::emit(rec, out));
+  } else if constexpr (is_tree_of<Out, any_array_leaf>()) {
+    for_each_leaf(const_cast<Out&>(out),
+                  [&](auto const& a) { rec.target().add_output(ir::emit(rec, a)); });
+  } else if constexpr (requires { std::tuple_size<Out>::value; }) {
+    std::apply([&](auto const&... o) { (jaxpr_outputs(o, rec), ...); }, out);
+  } else {
+    static_assert(sizeof(Out) == 0,
+                  "zenith::make_jaxpr: the function must return an expression, an array, or a "
+                  "tree or tuple of them");
+  }
+}
+
+template <class F>
+struct make_jaxpr_fn {
+  F f;
+  template <class... Args>
+  jaxpr operator()(Args const&... args) const {
+    trace_state st{"make_jaxpr", {}, {}};
+    st.parent = active_trace();
+    ir::graph g;
+    ir::recorder rec(g);
+    st.ir = &rec;
+    // Braces: the arguments become inputs left to right.
+    std::tuple<Args...> traced{jaxpr_argument(args, st, rec)...};
+    trace_scope scope(&st);
+    auto out = std::apply(f, traced);
+    jaxpr_outputs(out, rec);
+    return jaxpr(std::move(g));
+  }
+};
+
+}  // namespace detail
+
+// f's IR on the given arguments, as an object that prints as a jaxpr (and holds the graph).
+template <class F>
+auto make_jaxpr(F f) {
+  return detail::make_jaxpr_fn<F>{std::move(f)};
+}
+
+}  // namespace zenith
