@@ -6,6 +6,8 @@
 #include "autodiff/backward.hpp"
 #include "autodiff/dual.hpp"
 #include "autodiff/forward.hpp"
+#include "autodiff/ir_jvp.hpp"
+#include "autodiff/ir_vjp.hpp"
 #include "autodiff/reverse_scalar.hpp"
 #include "autodiff/staged_reverse.hpp"
 #include "autodiff/sum_to.hpp"

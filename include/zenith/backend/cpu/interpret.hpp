@@ -11,8 +11,8 @@
 // A kernel exists once per (op, compute type), instantiated from the op's tag (its simd() on
 // xsimd batches, apply() for the tail and for types without a batch form), whatever graphs are
 // run; 16-bit floats compute in float, as everywhere. Other equations (broadcasts, views,
-// reductions, dot_general, softmax, layer_norm, concatenate, conv2d) run one at a time through
-// the typed evaluators, instantiated once per (op, dtype).
+// reductions, dot_general, softmax, layer_norm, concatenate, conv2d) run one at a time as plain
+// loops (backend/cpu/interpret_barriers.hpp).
 //
 // Everything here is a template that only a call of run() instantiates: a program that never
 // runs a graph compiles none of it.
@@ -25,14 +25,13 @@
 #include "../../core/any_array.hpp"
 #include "../../expr/to_ir.hpp"
 #include "evaluate.hpp"
+#include "interpret_barriers.hpp"
 
 namespace zenith::ir {
 
 namespace detail {
 
 inline constexpr std::size_t tile = 1024;
-
-using zenith::detail::evaluate_untraced;
 
 // Kernel over n elements: out[i] = op(in[0][i], in[1][i], ...), in compute types.
 using tile_kernel = void (*)(std::size_t n, void* out, void const* const* in);
@@ -306,31 +305,22 @@ inline void check_matmul_form(graph const& g, equation const& e) {
         a.str() + " and " + b.str() + ")");
 }
 
-template <class Op>
-void reduce_into(machine& m, equation const& e) {
-  any_array const& a = m.operand(e.inputs[0]);
-  std::uint32_t mask = 0;
-  for (std::int64_t k : e.attrs.get<std::vector<std::int64_t>>("axes")) mask |= 1u << k;
-  m.vals[e.output] = with_dtype(a.dtype(), [&]<class T>() -> any_array {
-    if constexpr (std::is_same_v<T, bool>) {
-      throw dtype_error("ir::run: " + std::string(e.op) + " of bool values");
-    } else {
-      auto r = zenith::detail::make_reduce<Op>(a.as<T>(), mask, false, Op::name);
-      return evaluate_untraced<value_t<decltype(r)>>(r);
-    }
-  });
+// f.template operator()<T>() for T float or double (the dtype d), else a dtype_error naming op.
+template <class F>
+any_array with_float(zenith::dtype d, std::string_view op, F&& f) {
+  if (d == zenith::dtype::float32) return f.template operator()<float>();
+  if (d == zenith::dtype::float64) return f.template operator()<double>();
+  throw dtype_error("ir::run: " + std::string(op) + " of " + std::string(dtype_name(d)) +
+                    " values (float32 and float64 run here)");
 }
 
 inline void machine::run_barrier(equation const& e) {
   value const& out = g.at(e.output);
   std::string_view op = e.op;
-  auto const& a = operand(e.inputs.at(0));
+  any_array const& a = operand(e.inputs.at(0));
   auto ints = [&](std::string_view n) { return e.attrs.get<std::vector<std::int64_t>>(n); };
-  auto floats_only = [&]<class T>() {
-    if constexpr (!floating_element<T>)
-      throw dtype_error("ir::run: " + std::string(op) + " of " + std::string(dtype_name<T>()) +
-                        " values");
-  };
+  auto src = row_major_strides(a.shape());
+  std::array<std::int64_t, max_rank> st{};
   any_array r;
   if (op == "reshape" || op == "squeeze") {
     r = with_dtype(a.dtype(), [&]<class T>() -> any_array {
@@ -339,108 +329,134 @@ inline void machine::run_barrier(equation const& e) {
     });
   } else if (op == "broadcast_in_dim") {
     auto dims = ints("broadcast_dimensions");
-    zenith::shape with_ones;
-    for (std::size_t k = 0, j = 0; k < out.shape.size(); ++k)
-      with_ones.push_back(j < dims.size() && dims[j] == std::int64_t(k) ? a.shape()[j++] : 1);
-    r = with_dtype(a.dtype(), [&]<class T>() -> any_array {
-      return evaluate_untraced<T>(broadcast_to(reshape(a.as<T>(), with_ones), out.shape));
-    });
+    for (std::size_t j = 0; j < dims.size(); ++j)
+      st[std::size_t(dims[j])] = a.shape()[j] == 1 ? 0 : src[j];
+    r = gather(a, out.shape, st, 0);
   } else if (op == "transpose") {
     auto perm = ints("permutation");
-    r = with_dtype(a.dtype(), [&]<class T>() -> any_array {
-      return evaluate_untraced<T>(transpose(a.as<T>(), std::vector<int>(perm.begin(), perm.end())));
-    });
+    for (std::size_t k = 0; k < perm.size(); ++k) st[k] = src[std::size_t(perm[k])];
+    r = gather(a, out.shape, st, 0);
   } else if (op == "rev" || op == "slice") {
-    views::slice v;
-    v.out = out.shape;
-    for (std::size_t k = 0; k < a.shape().size(); ++k) v.step[k] = 1;
+    std::int64_t offset = 0;
+    st = src;
     if (op == "rev") {
       for (std::int64_t k : ints("dimensions")) {
-        v.start[std::size_t(k)] = std::int64_t(a.shape()[std::size_t(k)]) - 1;
-        v.step[std::size_t(k)] = -1;
+        offset += (std::int64_t(a.shape()[std::size_t(k)]) - 1) * src[std::size_t(k)];
+        st[std::size_t(k)] = -src[std::size_t(k)];
       }
     } else {
       auto start = ints("start_indices");
-      auto const* st = e.attrs.find("strides");
+      auto const* strides = e.attrs.find("strides");
       for (std::size_t k = 0; k < start.size(); ++k) {
-        v.start[k] = start[k];
-        if (st && std::holds_alternative<std::vector<std::int64_t>>(*st))
-          v.step[k] = std::get<std::vector<std::int64_t>>(*st)[k];
+        std::int64_t step = 1;
+        if (strides && std::holds_alternative<std::vector<std::int64_t>>(*strides))
+          step = std::get<std::vector<std::int64_t>>(*strides)[k];
+        offset += start[k] * src[k];
+        st[k] = step * src[k];
       }
     }
+    r = gather(a, out.shape, st, offset);
+  } else if (op == "pad") {
+    // Operand 1 (rank 0) everywhere, operand 0's elements at low + i * (interior + 1).
+    auto low = ints("padding_low"), interior = ints("padding_interior");
+    for (std::size_t k = 0; k < low.size(); ++k)
+      if (low[k] < 0 || interior[k] < 0)
+        throw value_error("ir::run: pad with negative padding (cropping) is not supported");
     r = with_dtype(a.dtype(), [&]<class T>() -> any_array {
-      return evaluate_untraced<T>(view_node<views::slice, array<T>>(a.as<T>(), v));
+      return full<T>(out.shape, operand(e.inputs.at(1)).as<T>().data()[0]);
     });
+    auto dst = row_major_strides(out.shape);
+    std::int64_t offset = 0;
+    for (std::size_t k = 0; k < low.size(); ++k) {
+      offset += low[k] * dst[k];
+      st[k] = (interior[k] + 1) * dst[k];
+    }
+    copy_strided(bytes(r), st.data(), offset, bytes(a), src.data(), 0, a.shape(),
+                 element_size(a.dtype()));
   } else if (op == "concatenate") {
-    r = with_dtype(out.dtype, [&]<class T>() -> any_array {
-      std::vector<array<T>> parts;
-      for (value_id v : e.inputs) parts.push_back(operand(v).as<T>());
-      return evaluate_untraced<T>(concatenate(parts, int(e.attrs.get<std::int64_t>("dimension"))));
-    });
+    std::size_t axis = std::size_t(e.attrs.get<std::int64_t>("dimension"));
+    r = empty_like_dtype(out.dtype, out.shape);
+    auto dst = row_major_strides(out.shape);
+    std::int64_t at = 0;
+    for (value_id v : e.inputs) {
+      any_array const& p = operand(v);
+      copy_strided(bytes(r), dst.data(), at * dst[axis], bytes(p),
+                   row_major_strides(p.shape()).data(), 0, p.shape(), element_size(p.dtype()));
+      at += std::int64_t(p.shape()[axis]);
+    }
   } else if (op == "dot_general") {
     check_matmul_form(g, e);
-    r = with_dtype(out.dtype, [&]<class T>() -> any_array {
-      if constexpr (std::is_same_v<T, bool>) {
-        throw dtype_error("ir::run: dot_general of bool values");
-      } else {
-        return evaluate_untraced<T>(matmul(a.as<T>(), operand(e.inputs.at(1)).as<T>()));
-      }
+    any_array const& b = operand(e.inputs.at(1));
+    r = with_float(out.dtype, op, [&]<class T>() -> any_array {
+      return matmul_blas(a.as<T>(), b.as<T>(), out.shape);
     });
   } else if (op == "softmax" || op == "log_softmax" || op == "layer_norm") {
-    int axis = int(e.attrs.get<std::int64_t>("axis"));
-    r = with_dtype(a.dtype(), [&]<class T>() -> any_array {
-      floats_only.template operator()<T>();
-      if constexpr (floating_element<T>) {
-        if (op == "softmax") return evaluate_untraced<T>(softmax(a.as<T>(), axis));
-        if (op == "log_softmax") return evaluate_untraced<T>(log_softmax(a.as<T>(), axis));
-        return evaluate_untraced<T>(layer_norm(a.as<T>(), axis, e.attrs.get<double>("epsilon")));
-      }
-      return {};
+    std::size_t axis = std::size_t(e.attrs.get<std::int64_t>("axis"));
+    r = with_float(a.dtype(), op, [&]<class T>() -> any_array {
+      array<T> x = a.as<T>(), y = array<T>::empty(out.shape);
+      std::copy(x.data(), x.data() + y.size(), y.data());
+      if (op == "softmax")
+        zenith::detail::softmax_inplace<false>(y.data(), y.shape(), axis);
+      else if (op == "log_softmax")
+        zenith::detail::softmax_inplace<true>(y.data(), y.shape(), axis);
+      else
+        zenith::detail::layer_norm_inplace(y.data(), y.shape(), axis,
+                                           e.attrs.get<double>("epsilon"));
+      return y;
     });
   } else if (op.starts_with("conv2d")) {
     conv2d_options opt;
-    auto st = ints("window_strides"), pad = ints("padding"), dil = ints("rhs_dilation");
+    auto cs = ints("window_strides"), pad = ints("padding"), dil = ints("rhs_dilation");
     for (int k = 0; k < 2; ++k) {
-      opt.stride[k] = int(st[k]);
+      opt.stride[k] = int(cs[k]);
       opt.padding[k] = int(pad[k]);
       opt.dilation[k] = int(dil[k]);
     }
     any_array const& b = operand(e.inputs.at(1));
-    r = with_dtype(out.dtype, [&]<class T>() -> any_array {
-      floats_only.template operator()<T>();
-      if constexpr (floating_element<T>) {
-        if (op == "conv2d") return evaluate_untraced<T>(conv2d(a.as<T>(), b.as<T>(), opt));
-        if (op == "conv2d_input_grad")
-          return evaluate_untraced<T>(make_conv2d<conv2d_part::input_grad>(
-              a.as<T>(), b.as<T>(), zenith::detail::conv2d_geometry_of(out.shape, b.shape(), opt)));
-        return evaluate_untraced<T>(make_conv2d<conv2d_part::filter_grad>(
-            a.as<T>(), b.as<T>(), zenith::detail::conv2d_geometry_of(a.shape(), out.shape, opt)));
-      }
-      return {};
+    r = with_float(out.dtype, op, [&]<class T>() -> any_array {
+      using zenith::detail::conv2d_geometry_of, zenith::detail::conv2d_into;
+      array<T> y = array<T>::empty(out.shape);
+      T const *pa = a.as<T>().data(), *pb = b.as<T>().data();
+      if (op == "conv2d")
+        conv2d_into<conv2d_part::output>(pa, pb, conv2d_geometry_of(a.shape(), b.shape(), opt),
+                                         y.data());
+      else if (op == "conv2d_input_grad")
+        conv2d_into<conv2d_part::input_grad>(pa, pb, conv2d_geometry_of(out.shape, b.shape(), opt),
+                                             y.data());
+      else
+        conv2d_into<conv2d_part::filter_grad>(pa, pb, conv2d_geometry_of(a.shape(), out.shape, opt),
+                                              y.data());
+      return y;
     });
-  } else {
-    bool done = true;
+  } else if (op.starts_with("reduce_") || op == "argmax" || op == "argmin") {
+    std::uint32_t mask = 0;
+    for (std::int64_t k : ints("axes")) mask |= 1u << k;
     if (op == "reduce_sum")
-      reduce_into<ops::reduce_sum>(*this, e);
+      r = reduce<ops::reduce_sum>(a, mask);
     else if (op == "reduce_mean")
-      reduce_into<ops::reduce_mean>(*this, e);
+      r = reduce<ops::reduce_mean>(a, mask);
     else if (op == "reduce_prod")
-      reduce_into<ops::reduce_prod>(*this, e);
+      r = reduce<ops::reduce_prod>(a, mask);
     else if (op == "reduce_max")
-      reduce_into<ops::reduce_max>(*this, e);
+      r = reduce<ops::reduce_max>(a, mask);
     else if (op == "reduce_min")
-      reduce_into<ops::reduce_min>(*this, e);
+      r = reduce<ops::reduce_min>(a, mask);
     else if (op == "reduce_logsumexp")
-      reduce_into<ops::reduce_logsumexp>(*this, e);
+      r = reduce<ops::reduce_logsumexp>(a, mask);
     else if (op == "argmax")
-      reduce_into<ops::argmax>(*this, e);
+      r = reduce<ops::argmax>(a, mask);
     else if (op == "argmin")
-      reduce_into<ops::argmin>(*this, e);
+      r = reduce<ops::argmin>(a, mask);
     else
-      done = false;
-    if (done) return;
+      throw value_error("ir::run: no CPU implementation of op " + std::string(op));
+  } else {
     throw value_error("ir::run: no CPU implementation of op " + std::string(op));
   }
+  if (r.dtype() != out.dtype || !(r.shape() == out.shape))
+    throw value_error("ir::run: " + std::string(op) + " gave " +
+                      std::string(dtype_name(r.dtype())) + r.shape().str() +
+                      " where the graph has " + std::string(dtype_name(out.dtype)) +
+                      out.shape.str());
   vals[e.output] = std::move(r);
 }
 

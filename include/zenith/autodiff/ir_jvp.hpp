@@ -1,0 +1,185 @@
+#pragma once
+// Forward mode on the IR: the tangent equations of a graph, appended to it.
+//
+//   std::vector<std::optional<ir::value_id>> ts = ir::append_jvp(g, g.inputs(), {t}, g.outputs());
+//
+// walks g's equations in order and, for each one with an operand that has a tangent, appends
+// the equations of its output's tangent. The rules are autodiff/ir_vjp.hpp's, read the other
+// way: an elementwise op's tangent is the sum of t_I * partial<I> over its operands, from the
+// op tag (expr/ops.hpp); linear ops (broadcasts, views, reductions by sum, concatenation) apply
+// themselves to the tangent; dot_general is bilinear; softmax and log_softmax use their output.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir_vjp.hpp"
+
+namespace zenith::ir {
+
+namespace detail {
+
+// sum_J t_J * partial<J>, over the operands that have a tangent (operands in the tag's order).
+template <class Op, class T, std::size_t... I>
+std::optional<value_id> elementwise_jvp(vjp_builder& b, std::vector<value_id> const& xs, value_id y,
+                                        std::vector<std::optional<value_id>> const& ts,
+                                        std::index_sequence<I...>) {
+  auto yp = b.placeholder<T>(y);
+  std::optional<value_id> sum;
+  auto one_operand = [&]<std::size_t J>() {
+    if (!ts[J]) return;
+    auto partial = [&] {
+      if constexpr (std::is_same_v<Op, ops::where>)
+        return Op::template partial<J>(yp, b.placeholder<bool>(xs[0]), b.placeholder<T>(xs[1]),
+                                       b.placeholder<T>(xs[2]));
+      else
+        return Op::template partial<J>(yp, b.placeholder<T>(xs[I])...);
+    }();
+    value_id t = b.broadcast(*ts[J], b.g().at(y).shape);
+    value_id c;
+    if constexpr (expression<decltype(partial)>)
+      c = b.binary("mul", t, b.emit(partial));
+    else
+      c = double(partial) == 1 ? t : b.binary("mul", t, b.scalar(t, double(partial)));
+    sum = sum ? b.binary("add", *sum, c) : c;
+  };
+  auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+    constexpr bool nondiff = [] {
+      if constexpr (requires { Op::nondiff_operands; })
+        return bool((Op::nondiff_operands >> J) & 1u);
+      else
+        return false;
+    }();
+    if constexpr (!nondiff) one_operand.template operator()<J>();
+  };
+  (one(std::integral_constant<std::size_t, I>{}), ...);
+  return sum;
+}
+
+// The same equation applied to other operands (a linear op on a tangent).
+inline value_id again(vjp_builder& b, equation const& e, std::vector<value_id> in) {
+  value const& y = b.g().at(e.output);
+  return b.g().add_equation(e.op, std::move(in), y.dtype, y.shape, e.attrs);
+}
+
+// The tangent of equation e's output from its operands' tangents ts (nullopt: zero); nullopt
+// when no tangent flows.
+template <class = void>
+std::optional<value_id> equation_jvp(vjp_builder& b, equation const& e,
+                                     std::vector<std::optional<value_id>> const& ts) {
+  graph& g = b.g();
+  std::string_view op = e.op;
+  value const y = g.at(e.output);
+  zenith::shape in0 = g.at(e.inputs[0]).shape;
+  // Zero tangents of a linear op's other operands, materialized where an op needs them all.
+  auto zero_like = [&](value_id v) {
+    return b.broadcast(g.add_literal(g.at(v).dtype, 0), g.at(v).shape);
+  };
+  auto or_zero = [&](std::size_t k) { return ts[k] ? *ts[k] : zero_like(e.inputs[k]); };
+  if (op == "convert_element_type") {
+    return convert(g, *ts[0], y.dtype);
+  } else if (op == "broadcast_in_dim" || op == "reshape" || op == "squeeze" || op == "transpose" ||
+             op == "rev" || op == "slice" || op == "reduce_sum" || op == "reduce_mean") {
+    return again(b, e, {*ts[0]});
+  } else if (op == "pad") {
+    return again(b, e, {*ts[0], g.add_literal(y.dtype, 0)});
+  } else if (op == "concatenate") {
+    std::vector<value_id> parts;
+    for (std::size_t k = 0; k < ts.size(); ++k) parts.push_back(or_zero(k));
+    return again(b, e, parts);
+  } else if (op == "reduce_max" || op == "reduce_min") {
+    // The tangent at the extreme elements, ties averaged (the rule reverse mode uses).
+    std::uint32_t axes = mask_of(ints(e, "axes"));
+    value_id at = g.add_equation("eq", {e.inputs[0], unreduce(b, e.output, in0, axes)},
+                                 zenith::dtype::bool_, in0);
+    value_id hit = convert(g, at, y.dtype);
+    value_id num = b.sum(b.binary("mul", *ts[0], hit), axes, false);
+    return b.binary("div", num, b.sum(hit, axes, false));
+  } else if (op == "reduce_logsumexp") {
+    std::uint32_t axes = mask_of(ints(e, "axes"));
+    value_id p = b.eq("exp", {b.binary("sub", e.inputs[0], unreduce(b, e.output, in0, axes))}, in0);
+    return b.sum(b.binary("mul", *ts[0], p), axes, false);
+  } else if (op == "dot_general") {  // bilinear: ta b + a tb
+    std::optional<value_id> sum;
+    if (ts[0]) sum = again(b, e, {*ts[0], e.inputs[1]});
+    if (ts[1]) {
+      value_id c = again(b, e, {e.inputs[0], *ts[1]});
+      sum = sum ? b.binary("add", *sum, c) : c;
+    }
+    return sum;
+  } else if (op == "softmax" || op == "log_softmax") {
+    std::uint32_t axis = 1u << e.attrs.get<std::int64_t>("axis");
+    if (op == "softmax") {  // y * (t - sum(t * y))
+      value_id s = b.broadcast(b.sum(b.binary("mul", *ts[0], e.output), axis, true), y.shape);
+      return b.binary("mul", e.output, b.binary("sub", *ts[0], s));
+    }
+    // t - sum(exp(y) * t)
+    value_id p = b.eq("exp", {e.output}, y.shape);
+    value_id s = b.broadcast(b.sum(b.binary("mul", *ts[0], p), axis, true), y.shape);
+    return b.binary("sub", *ts[0], s);
+  } else if (op == "argmax" || op == "argmin") {
+    return std::nullopt;
+  }
+  std::string_view tag = op == "select_n" ? "select" : op;
+  std::optional<value_id> out;
+  bool found = with_elementwise_op(tag, elementwise_ops{}, [&]<class Op>() {
+    if constexpr (!requires { Op::piecewise_constant; } && !std::is_same_v<Op, ops::cast<float>>) {
+      std::vector<value_id> xs = e.inputs;
+      std::vector<std::optional<value_id>> t = ts;
+      if (op == "select_n") {
+        xs = {e.inputs[0], e.inputs[2], e.inputs[1]};
+        t = {ts[0], ts[2], ts[1]};
+      }
+      if (op == "clamp") {
+        xs = {e.inputs[1], e.inputs[0], e.inputs[2]};
+        t = {ts[1], ts[0], ts[2]};
+      }
+      with_dtype(y.dtype, [&]<class T>() {
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+          out = elementwise_jvp<Op, T>(b, xs, e.output, t,
+                                       std::make_index_sequence<op_arity<Op>()>{});
+        else
+          throw dtype_error("ir: no forward rule of " + std::string(op) + " for " +
+                            std::string(dtype_name<T>()));
+      });
+    }
+  });
+  if (!found) throw value_error("ir: no forward rule for op " + std::string(op));
+  return out;
+}
+
+}  // namespace detail
+
+// Appends to g the tangents of the values `outputs`, given tangents `tangents` (values of g, of
+// the primals' shapes) of the values `primals`; returns one per output (nullopt where none
+// reaches it: the derivative is zero). An op with no rule is a value_error naming it.
+template <class = void>
+std::vector<std::optional<value_id>> append_jvp(graph& g, std::vector<value_id> const& primals,
+                                                std::vector<value_id> const& tangents,
+                                                std::vector<value_id> const& outputs) {
+  detail::vjp_builder b(g);
+  std::vector<std::optional<value_id>> t(g.values().size());
+  for (std::size_t i = 0; i < primals.size(); ++i) t[primals[i]] = tangents.at(i);
+  std::size_t n = g.equations().size();
+  for (std::size_t i = 0; i < n; ++i) {
+    equation const e = g.equations()[i];  // a copy: appending may move the list
+    if (!detail::floating_dtype(g.at(e.output).dtype)) continue;
+    std::vector<std::optional<value_id>> ts;
+    bool any = false;
+    for (value_id v : e.inputs) {
+      bool has = v < t.size() && t[v] && detail::floating_dtype(g.at(v).dtype);
+      ts.push_back(has ? t[v] : std::nullopt);
+      any = any || has;
+    }
+    if (!any) continue;
+    std::optional<value_id> r = detail::equation_jvp(b, e, ts);
+    if (t.size() < g.values().size()) t.resize(g.values().size());
+    t[e.output] = r;
+  }
+  std::vector<std::optional<value_id>> out;
+  for (value_id v : outputs) out.push_back(v < t.size() ? t[v] : std::nullopt);
+  return out;
+}
+
+}  // namespace zenith::ir
