@@ -1,6 +1,7 @@
 // zenith demo: lazy expressions evaluated in one fused pass. Run it with scripts/demo.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -143,5 +144,28 @@ int main() {
   std::size_t grad_allocs = allocations() - before;
   std::cout << "loss(w, x) = mean(tanh(x @ w)^2) = " << value << "\nd loss / d w =\n"
             << dw << "\n(allocations for the value and the gradient: " << grad_allocs << ")\n";
-  std::cout << "\ndone.\n";
+  // The demo checks what it printed, so the test suite can run it (ctest example.demo).
+  int failures = 0;
+  auto expect = [&](bool ok, char const* what) {
+    if (!ok) {
+      std::printf("CHECK FAILED: %s\n", what);
+      ++failures;
+    }
+  };
+  expect(std::abs(y(0, 0) - 15.4366f) < 1e-3f && std::abs(y(1, 2) - 836.858f) < 1e-2f,
+         "exp(m) * 2 + row");
+  expect(zn::allclose(fused, stepwise, 1e-5, 1e-6), "fused and step-by-step results agree");
+  expect(fused_allocs == 0, "the fused pass writes into its result in place");
+  expect(zn::allclose(zn::sum(t, 0), zn::array<float>({4}, {12, 15, 18, 21})), "sum(t, 0)");
+  expect(heap == 0, "fixed-size tensors allocate nothing");
+  // The gradient against central differences.
+  for (std::size_t i = 0; i < wd.size(); ++i) {
+    zn::array<double> up = zn::eval(wd * 1.0), down = zn::eval(wd * 1.0);
+    up.data()[i] += 1e-6;
+    down.data()[i] -= 1e-6;
+    double fd = (zn::eval(loss(up, xd)).item() - zn::eval(loss(down, xd)).item()) / 2e-6;
+    expect(std::abs(fd - dw.data()[i]) < 1e-8, "d loss / d w against finite differences");
+  }
+  std::cout << (failures ? "\nFAILED\n" : "\ndone.\n");
+  return failures == 0 ? 0 : 1;
 }

@@ -58,7 +58,8 @@ std::optional<value_id> elementwise_jvp(vjp_builder& b, std::vector<value_id> co
 }
 
 // The same equation applied to other operands (a linear op on a tangent).
-inline value_id again(vjp_builder& b, equation const& e, std::vector<value_id> in) {
+template <class = void>
+value_id again(vjp_builder& b, equation const& e, std::vector<value_id> in) {
   value const& y = b.g().at(e.output);
   return b.g().add_equation(e.op, std::move(in), y.dtype, y.shape, e.attrs);
 }

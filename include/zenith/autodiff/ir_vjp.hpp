@@ -28,10 +28,12 @@ namespace zenith::ir {
 
 namespace detail {
 
-// Appends equations to g through a recorder that knows the placeholders' values.
-class vjp_builder {
+// Appends equations to g through a recorder that knows the placeholders' values. (A template
+// only so that a program that never differentiates IR compiles none of it.)
+template <class = void>
+class vjp_builder_t {
  public:
-  explicit vjp_builder(graph& g) : g_(g), rec_(g) {}
+  explicit vjp_builder_t(graph& g) : g_(g), rec_(g) {}
   graph& g() { return g_; }
 
   // An array standing for value v in an expression: it has v's shape and a buffer identity
@@ -90,6 +92,7 @@ class vjp_builder {
   recorder rec_;
   std::vector<std::shared_ptr<buffer>> keep_;
 };
+using vjp_builder = vjp_builder_t<>;
 
 // The tag of an elementwise op by its IR name.
 template <class... Ops, class F>
@@ -160,7 +163,8 @@ inline std::uint32_t mask_of(std::vector<std::int64_t> const& axes) {
 }
 
 // ct of a reduction's output (its axes dropped) broadcast back to the input's shape.
-inline value_id unreduce(vjp_builder& b, value_id ct, zenith::shape const& in, std::uint32_t axes) {
+template <class = void>
+value_id unreduce(vjp_builder& b, value_id ct, zenith::shape const& in, std::uint32_t axes) {
   zenith::shape kept = in;
   for (std::size_t k = 0; k < in.size(); ++k)
     if (axes >> k & 1) kept[k] = 1;
@@ -168,7 +172,8 @@ inline value_id unreduce(vjp_builder& b, value_id ct, zenith::shape const& in, s
 }
 
 // The transpose of the last two axes of a value of rank r.
-inline value_id transpose_last(vjp_builder& b, value_id v) {
+template <class = void>
+value_id transpose_last(vjp_builder& b, value_id v) {
   zenith::shape s = b.g().at(v).shape;
   std::vector<std::int64_t> perm(s.size());
   for (std::size_t k = 0; k < s.size(); ++k) perm[k] = std::int64_t(k);
@@ -178,7 +183,8 @@ inline value_id transpose_last(vjp_builder& b, value_id v) {
 }
 
 // numpy's matmul of a and b (the dot_general form expr/to_ir.hpp records).
-inline value_id matmul(vjp_builder& b, value_id x, value_id y) {
+template <class = void>
+value_id matmul(vjp_builder& b, value_id x, value_id y) {
   graph& g = b.g();
   zenith::dtype d = g.at(x).dtype;
   return detail::matmul(g, x, y, zenith::detail::matmul_geometry(g.at(x).shape, g.at(y).shape), d);
@@ -186,8 +192,9 @@ inline value_id matmul(vjp_builder& b, value_id x, value_id y) {
 
 // The cotangents of a dot_general in numpy matmul form: a (..., m, k) or (k), b (..., k, n) or
 // (k), batch axes equal (the recording broadcast them).
-inline std::vector<std::optional<value_id>> matmul_vjp(vjp_builder& b, value_id a, value_id bb,
-                                                       value_id ct) {
+template <class = void>
+std::vector<std::optional<value_id>> matmul_vjp(vjp_builder& b, value_id a, value_id bb,
+                                                value_id ct) {
   zenith::shape sa = b.g().at(a).shape, sb = b.g().at(bb).shape;
   auto as_matrix = [&](value_id v, bool column) {  // a vector as (k, 1) or (1, k)
     zenith::shape s = b.g().at(v).shape;

@@ -1,9 +1,9 @@
 #pragma once
 // reshape: same elements in row-major order, a new shape (one dimension may be -1).
 // Evaluation restrides each leaf when its layout allows (no copy), else copies that leaf.
+#include <array>
 #include <concepts>
 #include <initializer_list>
-#include <ranges>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -79,9 +79,9 @@ std::vector<long long> reshape_dims(It first, It last) {
 }
 }  // namespace detail
 
-// The new shape as braces of integers of any type, or any range of integers (a std::vector,
-// std::array, ...); one dimension may be -1, inferred from the element count. An rvalue child
-// is moved in (see views.hpp).
+// The new shape as braces of integers of any type, or a std::vector or std::array of any
+// integer type; one dimension may be -1, inferred from the element count. An rvalue child is
+// moved in (see views.hpp).
 template <expression E>
 auto reshape(E&& e, std::initializer_list<detail::reshape_dim> dims) {
   std::vector<long long> d;
@@ -89,11 +89,16 @@ auto reshape(E&& e, std::initializer_list<detail::reshape_dim> dims) {
   zenith::shape s = detail::resolve_reshape(e.shape(), d);
   return reshape_node<std::remove_cvref_t<E>>(std::forward<E>(e), s);
 }
-template <expression E, std::ranges::input_range R>
-requires std::integral<std::ranges::range_value_t<R>> &&
-    (!std::same_as<std::remove_cvref_t<R>, zenith::shape>)auto reshape(E&& e, R const& dims) {
-  zenith::shape s = detail::resolve_reshape(
-      e.shape(), detail::reshape_dims(std::ranges::begin(dims), std::ranges::end(dims)));
+template <expression E, std::integral I>
+auto reshape(E&& e, std::vector<I> const& dims) {
+  zenith::shape s =
+      detail::resolve_reshape(e.shape(), detail::reshape_dims(dims.begin(), dims.end()));
+  return reshape_node<std::remove_cvref_t<E>>(std::forward<E>(e), s);
+}
+template <expression E, std::integral I, std::size_t N>
+auto reshape(E&& e, std::array<I, N> const& dims) {
+  zenith::shape s =
+      detail::resolve_reshape(e.shape(), detail::reshape_dims(dims.begin(), dims.end()));
   return reshape_node<std::remove_cvref_t<E>>(std::forward<E>(e), s);
 }
 template <expression E, class S>

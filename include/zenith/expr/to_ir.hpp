@@ -129,7 +129,8 @@ inline std::string_view op_name(std::string_view tag) {
 
 // v broadcast to shape s by numpy's rules (trailing axes aligned); v itself when it has s, or
 // when it is a literal (a rank-0 literal stays a scalar operand, as in JAX's jaxprs).
-inline value_id broadcast(graph& g, value_id v, zenith::shape const& s) {
+template <class = void>
+value_id broadcast(graph& g, value_id v, zenith::shape const& s) {
   value const& x = g.at(v);
   if (x.shape == s || x.kind == value_kind::literal) return v;
   std::size_t off = s.size() - x.shape.size();
@@ -140,7 +141,8 @@ inline value_id broadcast(graph& g, value_id v, zenith::shape const& s) {
 
 // v (of shape `from`) with axes of size 1 inserted to give shape s: the axes of s that are not
 // in `inserted` (a bit mask over s's axes) take v's axes in order.
-inline value_id insert_axes(graph& g, value_id v, zenith::shape const& s, std::uint32_t inserted) {
+template <class = void>
+value_id insert_axes(graph& g, value_id v, zenith::shape const& s, std::uint32_t inserted) {
   value const& x = g.at(v);
   if (x.shape == s) return v;
   zenith::dtype d = x.dtype;
@@ -151,7 +153,8 @@ inline value_id insert_axes(graph& g, value_id v, zenith::shape const& s, std::u
 }
 
 // v converted to dtype d (v itself when it is d already).
-inline value_id convert(graph& g, value_id v, zenith::dtype d) {
+template <class = void>
+value_id convert(graph& g, value_id v, zenith::dtype d) {
   value const& x = g.at(v);
   if (x.dtype == d) return v;
   if (x.kind == value_kind::literal) return g.add_literal(d, x.literal);
@@ -160,7 +163,8 @@ inline value_id convert(graph& g, value_id v, zenith::dtype d) {
                         {{"new_dtype", d}, {"weak_type", false}});
 }
 
-inline value_id reshape(graph& g, value_id v, zenith::shape const& s) {
+template <class = void>
+value_id reshape(graph& g, value_id v, zenith::shape const& s) {
   value const& x = g.at(v);
   if (x.shape == s) return v;
   zenith::dtype d = x.dtype;
@@ -171,8 +175,9 @@ inline value_id reshape(graph& g, value_id v, zenith::shape const& s) {
 }
 
 // numpy's matmul of a and b (already of the result's dtype) as one dot_general.
-inline value_id matmul(graph& g, value_id a, value_id b, zenith::detail::matmul_dims const& d,
-                       zenith::dtype dt) {
+template <class = void>
+value_id matmul(graph& g, value_id a, value_id b, zenith::detail::matmul_dims const& d,
+                zenith::dtype dt) {
   std::size_t ra = g.at(a).shape.size(), rb = g.at(b).shape.size();
   std::vector<std::int64_t> lc{std::int64_t(ra - 1)};
   std::vector<std::int64_t> rc{std::int64_t(d.b_vector ? 0 : rb - 2)}, lb, rbat;

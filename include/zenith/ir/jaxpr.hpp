@@ -55,7 +55,8 @@ namespace detail {
 
 // Shortest text that reads back as the same number of the value's dtype, with ".0" on whole
 // numbers (Python's repr of a NumPy scalar).
-inline std::string number_str(double x, zenith::dtype d) {
+template <class = void>
+std::string number_str(double x, zenith::dtype d) {
   if (d == zenith::dtype::bool_) return x != 0 ? "True" : "False";
   if (d == zenith::dtype::int32 || d == zenith::dtype::int64)
     return std::to_string(static_cast<long long>(x));
@@ -76,7 +77,8 @@ inline std::string ints_str(std::vector<std::int64_t> const& v, bool brackets = 
   return s + (brackets ? "]" : ")");
 }
 
-inline std::string attr_str(attr_value const& v) {
+template <class = void>
+std::string attr_str(attr_value const& v) {
   struct visitor {
     std::string operator()(std::int64_t i) const { return std::to_string(i); }
     std::string operator()(double x) const { return number_str(x, zenith::dtype::float64); }
@@ -90,7 +92,8 @@ inline std::string attr_str(attr_value const& v) {
 
 // An equation's attributes as sorted `k=v` texts. dot_general's four dimension lists print as
 // JAX's one dimension_numbers parameter.
-inline std::vector<std::string> params_of(equation const& e) {
+template <class = void>
+std::vector<std::string> params_of(equation const& e) {
   std::vector<std::string> kv;
   bool dot = e.op == "dot_general";
   if (dot) {
@@ -122,7 +125,8 @@ inline std::string var_name(std::size_t n) {
 }  // namespace detail
 
 // The graph as jaxpr text.
-inline std::string to_jaxpr(graph const& g) {
+template <class = void>
+std::string to_jaxpr(graph const& g) {
   std::vector<std::string> names(g.values().size());
   std::size_t next = 0;
   auto name = [&](value_id v) -> std::string const& {

@@ -32,12 +32,19 @@ class jaxpr {
  public:
   explicit jaxpr(ir::graph g) : g_(std::move(g)) {}
   ir::graph const& graph() const { return g_; }
-  std::string str() const { return ir::to_jaxpr(g_); }
-  friend std::ostream& operator<<(std::ostream& os, jaxpr const& j) { return os << j.str(); }
+  template <class = void>
+  std::string str() const {
+    return ir::to_jaxpr(g_);
+  }
 
  private:
   ir::graph g_;
 };
+
+template <class Ch, class Tr>
+std::basic_ostream<Ch, Tr>& operator<<(std::basic_ostream<Ch, Tr>& os, jaxpr const& j) {
+  return os << j.str();
+}
 
 namespace detail {
 

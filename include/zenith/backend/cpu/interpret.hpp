@@ -110,7 +110,8 @@ tile_kernel find_map_kernel(std::string_view op, zenith::dtype c, type_list<Ops.
 inline zenith::dtype compute_dtype(zenith::dtype d) {
   return d == zenith::dtype::bfloat16 || d == zenith::dtype::float16 ? zenith::dtype::float32 : d;
 }
-inline std::size_t compute_size(zenith::dtype d) {
+template <class = void>
+std::size_t compute_size(zenith::dtype d) {
   return with_dtype(compute_dtype(d), []<class T>() { return sizeof(T); });
 }
 
@@ -121,7 +122,8 @@ struct elementwise_plan {
   std::vector<value_id> operands;
 };
 
-inline elementwise_plan plan_elementwise(graph const& g, equation const& e) {
+template <class = void>
+elementwise_plan plan_elementwise(graph const& g, equation const& e) {
   elementwise_plan p;
   if (e.inputs.empty()) return p;
   zenith::dtype in = compute_dtype(g.at(e.inputs.back()).dtype);
@@ -147,7 +149,9 @@ inline elementwise_plan plan_elementwise(graph const& g, equation const& e) {
   return p;
 }
 
-// The interpreter's state: every value's array once computed.
+// The interpreter's state: every value's array once computed. A template, as everything here,
+// so that only a program that runs a graph compiles it.
+template <class = void>
 struct machine {
   graph const& g;
   std::vector<any_array> vals;
@@ -314,7 +318,8 @@ any_array with_float(zenith::dtype d, std::string_view op, F&& f) {
                     " values (float32 and float64 run here)");
 }
 
-inline void machine::run_barrier(equation const& e) {
+template <class U>
+void machine<U>::run_barrier(equation const& e) {
   value const& out = g.at(e.output);
   std::string_view op = e.op;
   any_array const& a = operand(e.inputs.at(0));
@@ -362,8 +367,9 @@ inline void machine::run_barrier(equation const& e) {
     for (std::size_t k = 0; k < low.size(); ++k)
       if (low[k] < 0 || interior[k] < 0)
         throw value_error("ir::run: pad with negative padding (cropping) is not supported");
+    any_array const& fill = operand(e.inputs.at(1));
     r = with_dtype(a.dtype(), [&]<class T>() -> any_array {
-      return full<T>(out.shape, operand(e.inputs.at(1)).as<T>().data()[0]);
+      return full<T>(out.shape, fill.as<T>().data()[0]);
     });
     auto dst = row_major_strides(out.shape);
     std::int64_t offset = 0;
@@ -469,7 +475,7 @@ std::vector<any_array> run(graph const& g, std::vector<any_array> const& inputs)
   if (inputs.size() != g.inputs().size())
     throw value_error("ir::run: " + std::to_string(inputs.size()) + " inputs given to a graph of " +
                       std::to_string(g.inputs().size()));
-  detail::machine m(g);
+  detail::machine<> m(g);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     value const& x = g.at(g.inputs()[i]);
     if (inputs[i].dtype() != x.dtype || !(inputs[i].shape() == x.shape))

@@ -55,20 +55,23 @@ inline void copy_strided(char* dst, std::int64_t const* dst_st, std::int64_t d_o
   }
 }
 
-inline std::size_t element_size(zenith::dtype d) {
+template <class = void>
+std::size_t element_size(zenith::dtype d) {
   return with_dtype(d, []<class T>() { return sizeof(T); });
 }
 
 // A fresh array of dtype d and shape s.
-inline any_array empty_like_dtype(zenith::dtype d, zenith::shape const& s) {
+template <class = void>
+any_array empty_like_dtype(zenith::dtype d, zenith::shape const& s) {
   return with_dtype(d, [&]<class T>() -> any_array { return array<T>::empty(s); });
 }
 
 inline char* bytes(any_array const& a) { return static_cast<char*>(const_cast<void*>(a.data())); }
 
 // a gathered through a view: out[i] = a[offset + sum_k i_k * st[k]] over shape s.
-inline any_array gather(any_array const& a, zenith::shape const& s,
-                        std::array<std::int64_t, max_rank> const& st, std::int64_t offset) {
+template <class = void>
+any_array gather(any_array const& a, zenith::shape const& s,
+                 std::array<std::int64_t, max_rank> const& st, std::int64_t offset) {
   any_array out = empty_like_dtype(a.dtype(), s);
   auto dst = row_major_strides(s);
   copy_strided(bytes(out), dst.data(), 0, bytes(a), st.data(), offset, s, element_size(a.dtype()));
