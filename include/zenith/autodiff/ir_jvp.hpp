@@ -20,43 +20,6 @@ namespace zenith::ir {
 
 namespace detail {
 
-// sum_J t_J * partial<J>, over the operands that have a tangent (operands in the tag's order).
-template <class Op, class T, std::size_t... I>
-std::optional<value_id> elementwise_jvp(vjp_builder& b, std::vector<value_id> const& xs, value_id y,
-                                        std::vector<std::optional<value_id>> const& ts,
-                                        std::index_sequence<I...>) {
-  auto yp = b.placeholder<T>(y);
-  std::optional<value_id> sum;
-  auto one_operand = [&]<std::size_t J>() {
-    if (!ts[J]) return;
-    auto partial = [&] {
-      if constexpr (std::is_same_v<Op, ops::where>)
-        return Op::template partial<J>(yp, b.placeholder<bool>(xs[0]), b.placeholder<T>(xs[1]),
-                                       b.placeholder<T>(xs[2]));
-      else
-        return Op::template partial<J>(yp, b.placeholder<T>(xs[I])...);
-    }();
-    value_id t = b.broadcast(*ts[J], b.g().at(y).shape);
-    value_id c;
-    if constexpr (expression<decltype(partial)>)
-      c = b.binary("mul", t, b.emit(partial));
-    else
-      c = double(partial) == 1 ? t : b.binary("mul", t, b.scalar(t, double(partial)));
-    sum = sum ? b.binary("add", *sum, c) : c;
-  };
-  auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-    constexpr bool nondiff = [] {
-      if constexpr (requires { Op::nondiff_operands; })
-        return bool((Op::nondiff_operands >> J) & 1u);
-      else
-        return false;
-    }();
-    if constexpr (!nondiff) one_operand.template operator()<J>();
-  };
-  (one(std::integral_constant<std::size_t, I>{}), ...);
-  return sum;
-}
-
 // The same equation applied to other operands (a linear op on a tangent).
 template <class = void>
 value_id again(vjp_builder& b, equation const& e, std::vector<value_id> in) {
@@ -122,32 +85,16 @@ std::optional<value_id> equation_jvp(vjp_builder& b, equation const& e,
   } else if (op == "argmax" || op == "argmin") {
     return std::nullopt;
   }
-  std::string_view tag = op == "select_n" ? "select" : op;
-  std::optional<value_id> out;
-  bool found = with_elementwise_op(tag, elementwise_ops{}, [&]<class Op>() {
-    if constexpr (!requires { Op::piecewise_constant; } && !std::is_same_v<Op, ops::cast<float>>) {
-      std::vector<value_id> xs = e.inputs;
-      std::vector<std::optional<value_id>> t = ts;
-      if (op == "select_n") {
-        xs = {e.inputs[0], e.inputs[2], e.inputs[1]};
-        t = {ts[0], ts[2], ts[1]};
-      }
-      if (op == "clamp") {
-        xs = {e.inputs[1], e.inputs[0], e.inputs[2]};
-        t = {ts[1], ts[0], ts[2]};
-      }
-      with_dtype(y.dtype, [&]<class T>() {
-        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-          out = elementwise_jvp<Op, T>(b, xs, e.output, t,
-                                       std::make_index_sequence<op_arity<Op>()>{});
-        else
-          throw dtype_error("ir: no forward rule of " + std::string(op) + " for " +
-                            std::string(dtype_name<T>()));
-      });
-    }
-  });
-  if (!found) throw value_error("ir: no forward rule for op " + std::string(op));
-  return out;
+  // sum over operands of t_m * partial_m.
+  auto partials = elementwise_partials(
+      b, e, [&](std::size_t m) { return bool(ts[m]); }, "forward");
+  std::optional<value_id> sum;
+  for (std::size_t m = 0; m < partials.size(); ++m) {
+    if (!partials[m]) continue;
+    value_id c = times(b, b.broadcast(*ts[m], y.shape), *partials[m]);
+    sum = sum ? b.binary("add", *sum, c) : c;
+  }
+  return sum;
 }
 
 }  // namespace detail

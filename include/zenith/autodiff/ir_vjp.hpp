@@ -108,43 +108,88 @@ bool with_elementwise_op(std::string_view op, type_list<Ops...>, F&& f) {
   return found;
 }
 
-// ct * (the op's partial with respect to operand J), operands in the tag's order.
-template <class Op, class T, std::size_t... I>
-void elementwise_vjp(vjp_builder& b, std::vector<value_id> const& xs, value_id y, value_id ct,
-                     std::vector<std::optional<value_id>>& out, std::index_sequence<I...>) {
+// An elementwise op's partial with respect to one operand: a value of the graph, or a number.
+struct partial {
+  std::optional<value_id> value;
+  double number = 1;
+};
+
+// x times partial p.
+inline value_id times(vjp_builder& b, value_id x, partial const& p) {
+  if (p.value) return b.binary("mul", x, *p.value);
+  if (p.number == 1) return x;
+  if (p.number == -1) return b.eq("neg", {x}, b.g().at(x).shape);
+  return b.binary("mul", x, b.scalar(x, p.number));
+}
+
+// The tag's partial<J> over placeholders for y and the operands xs (in the tag's order), recorded.
+template <class Op, class T, std::size_t J, std::size_t... I>
+partial partial_of(vjp_builder& b, value_id y, std::vector<value_id> const& xs,
+                   std::index_sequence<I...>) {
   auto yp = b.placeholder<T>(y);
-  auto one_operand = [&]<std::size_t J>() {
-    if (b.g().at(xs[J]).kind == value_kind::literal) return;
-    auto partial = [&] {
-      if constexpr (std::is_same_v<Op, ops::where>)
-        return Op::template partial<J>(yp, b.placeholder<bool>(xs[0]), b.placeholder<T>(xs[1]),
-                                       b.placeholder<T>(xs[2]));
-      else
-        return Op::template partial<J>(yp, b.placeholder<T>(xs[I])...);
-    }();
-    using P = decltype(partial);
-    value_id c;
-    if constexpr (expression<P>) {
-      c = b.binary("mul", ct, b.emit(partial));
-    } else if (double(partial) == 1) {
-      c = ct;
-    } else if (double(partial) == -1) {
-      c = b.eq("neg", {ct}, b.g().at(ct).shape);
-    } else {
-      c = b.binary("mul", ct, b.scalar(ct, double(partial)));
-    }
-    out[J] = b.unbroadcast(c, b.g().at(xs[J]).shape);
-  };
-  auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-    constexpr bool nondiff = [] {
-      if constexpr (requires { Op::nondiff_operands; })
-        return bool((Op::nondiff_operands >> J) & 1u);
-      else
-        return false;
-    }();
-    if constexpr (!nondiff) one_operand.template operator()<J>();
-  };
-  (one(std::integral_constant<std::size_t, I>{}), ...);
+  auto p = [&] {
+    if constexpr (std::is_same_v<Op, ops::where>)
+      return Op::template partial<J>(yp, b.placeholder<bool>(xs[0]), b.placeholder<T>(xs[1]),
+                                     b.placeholder<T>(xs[2]));
+    else
+      return Op::template partial<J>(yp, b.placeholder<T>(xs[I])...);
+  }();
+  if constexpr (expression<decltype(p)>)
+    return {b.emit(p)};
+  else
+    return {std::nullopt, double(p)};
+}
+
+template <class Op, std::size_t J>
+constexpr bool takes_derivative() {
+  if constexpr (requires { Op::piecewise_constant; })
+    return false;
+  else if constexpr (requires { Op::nondiff_operands; })
+    return !((Op::nondiff_operands >> J) & 1u);
+  else
+    return true;
+}
+
+// The partials of elementwise equation e with respect to its operands (in e's order), for the
+// operands `want(m)` selects that take a derivative (nullopt for the others). An op that is
+// not in the catalogue is a value_error naming it and `mode`.
+template <class Want>
+std::vector<std::optional<partial>> elementwise_partials(vjp_builder& b, equation const& e,
+                                                         Want&& want, std::string_view mode) {
+  std::vector<std::optional<partial>> out(e.inputs.size());
+  // The tag's operand order: select_n and clamp are recorded in JAX's.
+  std::vector<std::size_t> perm(e.inputs.size());
+  for (std::size_t k = 0; k < perm.size(); ++k) perm[k] = k;
+  if (e.op == "select_n") perm = {0, 2, 1};
+  if (e.op == "clamp") perm = {1, 0, 2};
+  std::vector<value_id> xs;
+  for (std::size_t k : perm) xs.push_back(e.inputs[k]);
+  zenith::dtype d = b.g().at(e.output).dtype;
+  bool found =
+      with_elementwise_op(e.op == "select_n" ? "select" : e.op, elementwise_ops{}, [&]<class Op>() {
+        if constexpr (!std::is_same_v<Op, ops::cast<float>>) {
+          [&]<std::size_t... I>(std::index_sequence<I...>) {
+            auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+              if constexpr (takes_derivative<Op, J>()) {
+                std::size_t m = perm[J];
+                if (!want(m) || b.g().at(e.inputs[m]).kind == value_kind::literal) return;
+                if (d == zenith::dtype::float32)
+                  out[m] = partial_of<Op, float, J>(b, e.output, xs, std::index_sequence<I...>{});
+                else if (d == zenith::dtype::float64)
+                  out[m] = partial_of<Op, double, J>(b, e.output, xs, std::index_sequence<I...>{});
+                else
+                  throw dtype_error("ir: no " + std::string(mode) + " rule of " +
+                                    std::string(e.op) + " for " + std::string(dtype_name(d)));
+              }
+            };
+            (one(std::integral_constant<std::size_t, I>{}), ...);
+          }
+          (std::make_index_sequence<op_arity<Op>()>{});
+        }
+      });
+  if (!found)
+    throw value_error("ir: no " + std::string(mode) + " rule for op " + std::string(e.op));
+  return out;
 }
 
 inline bool floating_dtype(zenith::dtype d) {
@@ -315,32 +360,10 @@ std::vector<std::optional<value_id>> equation_vjp(vjp_builder& b, equation const
   } else if (op == "argmax" || op == "argmin") {
     // Integer results: no cotangent.
   } else {
-    std::string_view tag = op == "select_n" ? "select" : op;
-    bool found = with_elementwise_op(tag, elementwise_ops{}, [&]<class Op>() {
-      if constexpr (!requires { Op::piecewise_constant; } &&
-                    !std::is_same_v<Op, ops::cast<float>>) {
-        // The tag's operand order (select_n and clamp are recorded in JAX's).
-        std::vector<value_id> xs = e.inputs;
-        if (op == "select_n") xs = {e.inputs[0], e.inputs[2], e.inputs[1]};
-        if (op == "clamp") xs = {e.inputs[1], e.inputs[0], e.inputs[2]};
-        std::vector<std::optional<value_id>> got(xs.size());
-        with_dtype(y.dtype, [&]<class T>() {
-          if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-            elementwise_vjp<Op, T>(b, xs, e.output, ct, got,
-                                   std::make_index_sequence<op_arity<Op>()>{});
-          else
-            throw dtype_error("ir: no reverse rule of " + std::string(op) + " for " +
-                              std::string(dtype_name<T>()));
-        });
-        for (std::size_t k = 0; k < xs.size(); ++k)
-          for (std::size_t m = 0; m < e.inputs.size(); ++m)
-            if (e.inputs[m] == xs[k] && got[k] && !out[m]) {
-              out[m] = got[k];
-              got[k].reset();
-            }
-      }
-    });
-    if (!found) throw value_error("ir: no reverse rule for op " + std::string(op));
+    auto partials = elementwise_partials(
+        b, e, [](std::size_t) { return true; }, "reverse");
+    for (std::size_t m = 0; m < partials.size(); ++m)
+      if (partials[m]) out[m] = b.unbroadcast(times(b, ct, *partials[m]), g.at(e.inputs[m]).shape);
   }
   return out;
 }
