@@ -227,3 +227,33 @@ TEST_CASE("ir::append_vjp: a runtime loop, and an op without a rule", "[ir_vjp]"
   CHECK_THROWS_WITH(zn::ir::append_vjp(g, {y}, {ct}, {in}), Catch::Contains("no_rule"));
   CHECK_THROWS_WITH(zn::ir::append_jvp(g, {in}, {ct}, {y}), Catch::Contains("no_rule"));
 }
+
+TEST_CASE("ir::append_vjp and append_jvp in float32: the rules keep the graph's dtype",
+          "[ir_vjp]") {
+  auto f = [](auto const& x) {
+    return zn::sum(zn::tanh(x) * zn::exp(-x * x) + zn::where(x > 0.f, x, 2.f * x) +
+                   zn::clip(x, -0.5f, 0.5f) / (x * x + 1.f));
+  };
+  zn::array<float> x({6}, {-1.5f, -0.7f, -0.1f, 0.2f, 0.6f, 1.3f});
+  zn::ir::graph g = zn::make_jaxpr(f)(x).graph();
+  zn::ir::value_id y = g.outputs()[0], in = g.inputs()[0];
+  zn::ir::value_id ct = g.add_input(zn::dtype::float32, {});
+  zn::ir::value_id t = g.add_input(zn::dtype::float32, {6});
+  auto grads = zn::ir::append_vjp(g, {y}, {ct}, {in});
+  auto tangents = zn::ir::append_jvp(g, {in}, {t}, {y});
+  REQUIRE(grads[0]);
+  REQUIRE(tangents[0]);
+  g.add_output(*grads[0]);
+  g.add_output(*tangents[0]);
+  for (auto const& v : g.values()) CHECK(v.dtype != zn::dtype::float64);
+  zn::array<float> dir({6}, {1, -2, 0.5f, 3, -1, 0.25f});
+  auto out = zn::ir::run(g, {x, zn::full<float>({}, 1.f), dir});
+  zn::array<float> want = zn::grad(f)(x);
+  zn::array<float> got = out[1].as<float>();
+  float tangent = 0;
+  for (std::size_t i = 0; i < 6; ++i) {
+    CHECK(std::abs(got(i) - want(i)) <= 1e-5f * (1 + std::abs(want(i))));
+    tangent += want(i) * dir(i);
+  }
+  CHECK(std::abs(out[2].as<float>().item() - tangent) <= 1e-5f * (1 + std::abs(tangent)));
+}

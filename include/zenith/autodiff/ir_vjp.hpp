@@ -122,22 +122,40 @@ inline value_id times(vjp_builder& b, value_id x, partial const& p) {
   return b.binary("mul", x, b.scalar(x, p.number));
 }
 
-// The tag's partial<J> over placeholders for y and the operands xs (in the tag's order), recorded.
-template <class Op, class T, std::size_t J, std::size_t... I>
-partial partial_of(vjp_builder& b, value_id y, std::vector<value_id> const& xs,
+// The tag's partial<J> over placeholders for y and the operands xs (in the tag's order),
+// recorded. The rule is instantiated once per op, in double, and what it recorded is then given
+// the equation's floating dtype d (values, literals, conversion targets): the equations do not
+// depend on the element type, and instantiating every rule for every dtype doubled its compile
+// time.
+template <class Op, std::size_t J, std::size_t... I>
+partial partial_of(vjp_builder& b, value_id y, std::vector<value_id> const& xs, zenith::dtype d,
                    std::index_sequence<I...>) {
-  auto yp = b.placeholder<T>(y);
+  value_id first_value = value_id(b.g().values().size());
+  std::size_t first_equation = b.g().equations().size();
+  auto yp = b.placeholder<double>(y);
   auto p = [&] {
     if constexpr (std::is_same_v<Op, ops::where>)
-      return Op::template partial<J>(yp, b.placeholder<bool>(xs[0]), b.placeholder<T>(xs[1]),
-                                     b.placeholder<T>(xs[2]));
+      return Op::template partial<J>(yp, b.placeholder<bool>(xs[0]), b.placeholder<double>(xs[1]),
+                                     b.placeholder<double>(xs[2]));
     else
-      return Op::template partial<J>(yp, b.placeholder<T>(xs[I])...);
+      return Op::template partial<J>(yp, b.placeholder<double>(xs[I])...);
   }();
-  if constexpr (expression<decltype(p)>)
-    return {b.emit(p)};
-  else
+  if constexpr (expression<decltype(p)>) {
+    value_id v = b.emit(p);
+    b.g().rewrite_since(first_value, first_equation, [d](auto& x) {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(x)>, value>) {
+        if (x.dtype == zenith::dtype::float64) x.dtype = d;
+      } else {
+        for (std::string_view n : {"new_dtype", "preferred_element_type"})
+          if (auto const* t = x.attrs.find(n);
+              t && std::get<zenith::dtype>(*t) == zenith::dtype::float64)
+            x.attrs.set(n, d);
+      }
+    });
+    return {v};
+  } else {
     return {std::nullopt, double(p)};
+  }
 }
 
 template <class Op, std::size_t J>
@@ -173,13 +191,7 @@ std::vector<std::optional<partial>> elementwise_partials(vjp_builder& b, equatio
               if constexpr (takes_derivative<Op, J>()) {
                 std::size_t m = perm[J];
                 if (!want(m) || b.g().at(e.inputs[m]).kind == value_kind::literal) return;
-                if (d == zenith::dtype::float32)
-                  out[m] = partial_of<Op, float, J>(b, e.output, xs, std::index_sequence<I...>{});
-                else if (d == zenith::dtype::float64)
-                  out[m] = partial_of<Op, double, J>(b, e.output, xs, std::index_sequence<I...>{});
-                else
-                  throw dtype_error("ir: no " + std::string(mode) + " rule of " +
-                                    std::string(e.op) + " for " + std::string(dtype_name(d)));
+                out[m] = partial_of<Op, J>(b, e.output, xs, d, std::index_sequence<I...>{});
               }
             };
             (one(std::integral_constant<std::size_t, I>{}), ...);

@@ -127,6 +127,13 @@ class graph {
   void add_output(value_id v) { outputs_.push_back(v); }
 
   value const& at(value_id v) const { return values_.at(v); }
+  // For a pass that rewrites what it has just appended (autodiff/ir_vjp.hpp retypes a rule
+  // recorded in double): values from `first_value` and equations from `first_equation` on.
+  template <class F>
+  void rewrite_since(value_id first_value, std::size_t first_equation, F&& f) {
+    for (std::size_t v = first_value; v < values_.size(); ++v) f(values_[v]);
+    for (std::size_t e = first_equation; e < equations_.size(); ++e) f(equations_[e]);
+  }
   std::vector<value> const& values() const { return values_; }
   std::vector<equation> const& equations() const { return equations_; }
   std::vector<value_id> const& inputs() const { return inputs_; }
