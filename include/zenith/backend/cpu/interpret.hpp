@@ -155,13 +155,25 @@ template <class = void>
 struct machine {
   graph const& g;
   std::vector<any_array> vals;
-  std::vector<std::size_t> last_use;  // the last equation reading each value; outputs: all
+  std::vector<std::size_t> order;     // the equations that run, in graph order
+  std::vector<std::size_t> last_use;  // per value: the last position in order reading it
 
-  explicit machine(graph const& gr) : g(gr), vals(gr.values().size()), last_use(vals.size(), 0) {
+  explicit machine(graph const& gr) : g(gr), vals(gr.values().size()), last_use(vals.size(), 0) {}
+
+  // Once the inputs and known values are in: the equations that run are those whose result an
+  // output needs and that no known value already supplies.
+  void plan() {
     auto const& eqs = g.equations();
+    std::vector<char> needed(vals.size(), 0);
+    for (value_id v : g.outputs()) needed[v] = 1;
+    for (std::size_t i = eqs.size(); i-- > 0;)
+      if (needed[eqs[i].output] && vals[eqs[i].output].empty())
+        for (value_id v : eqs[i].inputs) needed[v] = 1;
     for (std::size_t i = 0; i < eqs.size(); ++i)
-      for (value_id v : eqs[i].inputs) last_use[v] = i;
-    for (value_id v : g.outputs()) last_use[v] = eqs.size();
+      if (needed[eqs[i].output] && vals[eqs[i].output].empty()) order.push_back(i);
+    for (std::size_t k = 0; k < order.size(); ++k)
+      for (value_id v : eqs[order[k]].inputs) last_use[v] = k;
+    for (value_id v : g.outputs()) last_use[v] = order.size();
   }
 
   any_array const& operand(value_id v) {
@@ -175,10 +187,11 @@ struct machine {
     return vals[v];
   }
 
-  // Equations [first, last) are elementwise, of one output shape, with plans p.
+  // The equations at positions [first, last) of order are elementwise, of one output shape,
+  // with plans p.
   void run_region(std::size_t first, std::size_t last, std::vector<elementwise_plan> const& p) {
     auto const& eqs = g.equations();
-    zenith::shape s = g.at(eqs[first].output).shape;
+    zenith::shape s = g.at(eqs[order[first]].output).shape;
     std::size_t n = s.numel();
     // Values the region computes: a tile each, and memory where read after the region.
     struct slot {
@@ -195,18 +208,19 @@ struct machine {
       return nullptr;
     };
     for (std::size_t i = first; i < last; ++i) {
-      value const& x = g.at(eqs[i].output);
+      value_id y = eqs[order[i]].output;
+      value const& x = g.at(y);
       slot sl;
       sl.dtype = x.dtype;
       sl.tile_mem.resize(tile * compute_size(x.dtype));
       sl.tile_ptr = sl.tile_mem.data();
-      if (last_use[eqs[i].output] >= last) {
-        vals[eqs[i].output] =
+      if (last_use[y] >= last) {
+        vals[y] =
             with_dtype(x.dtype, [&]<class T>() -> any_array { return array<T>::empty(x.shape); });
-        sl.stored = static_cast<char*>(const_cast<void*>(vals[eqs[i].output].data()));
+        sl.stored = static_cast<char*>(const_cast<void*>(vals[y].data()));
         sl.direct = compute_dtype(x.dtype) == x.dtype;
       }
-      made.emplace_back(eqs[i].output, std::move(sl));
+      made.emplace_back(y, std::move(sl));
     }
     // Values read from outside: a splatted tile for a rank-0 one (a literal), read in place
     // when of the compute type, else converted into a tile at each step.
@@ -229,7 +243,7 @@ struct machine {
         any_array const& a = operand(v);
         outside o{v, static_cast<char const*>(a.data()), a.dtype(), {}, a.shape().numel() == 1};
         if (!o.scalar && !(a.shape() == s))
-          throw shape_error("ir::run: " + std::string(eqs[i].op) + " reads shape " +
+          throw shape_error("ir::run: " + std::string(eqs[order[i]].op) + " reads shape " +
                             a.shape().str() + " in a region of shape " + s.str());
         if (o.scalar || compute_dtype(o.dtype) != o.dtype) {
           o.tile_mem.resize(tile * compute_size(o.dtype));
@@ -254,7 +268,7 @@ struct machine {
                                                : static_cast<void const*>(o->tile_mem.data()));
           }
         }
-        slot& out = *slot_of(eqs[i].output);
+        slot& out = *slot_of(eqs[order[i]].output);
         void* dst = out.direct ? out.stored + at * dtype_size(out.dtype) : out.tile_ptr;
         p[i - first].kernel(m, dst, args.data());
         if (out.stored && !out.direct)
@@ -469,9 +483,12 @@ void machine<U>::run_barrier(equation const& e) {
 }  // namespace detail
 
 // Runs g on the given inputs (one per g.inputs(), of its dtype and shape); returns one array per
-// g.outputs(). Constants come from the graph.
+// g.outputs(). Constants come from the graph. `known` gives values already computed (a tape's
+// materialized results): the equations that compute them do not run. Neither do equations no
+// output needs.
 template <class = void>
-std::vector<any_array> run(graph const& g, std::vector<any_array> const& inputs) {
+std::vector<any_array> run(graph const& g, std::vector<any_array> const& inputs,
+                           std::vector<std::pair<value_id, any_array>> const& known = {}) {
   if (inputs.size() != g.inputs().size())
     throw value_error("ir::run: " + std::to_string(inputs.size()) + " inputs given to a graph of " +
                       std::to_string(g.inputs().size()));
@@ -491,18 +508,28 @@ std::vector<any_array> run(graph const& g, std::vector<any_array> const& inputs)
                                    static_cast<T*>(const_cast<void*>(x.ptr)), x.shape);
     });
   }
+  for (auto const& [v, a] : known) {
+    value const& x = g.at(v);
+    if (a.dtype() != x.dtype || !(a.shape() == x.shape))
+      throw shape_error("ir::run: known value " + std::to_string(v) + " is " +
+                        std::string(dtype_name(a.dtype())) + a.shape().str() + ", the graph's " +
+                        std::string(dtype_name(x.dtype)) + x.shape.str());
+    m.vals[v] = a;
+  }
+  m.plan();
   auto const& eqs = g.equations();
-  std::vector<detail::elementwise_plan> plans(eqs.size());
-  for (std::size_t i = 0; i < eqs.size(); ++i) plans[i] = detail::plan_elementwise(g, eqs[i]);
-  for (std::size_t i = 0; i < eqs.size();) {
+  std::vector<detail::elementwise_plan> plans(m.order.size());
+  for (std::size_t k = 0; k < m.order.size(); ++k)
+    plans[k] = detail::plan_elementwise(g, eqs[m.order[k]]);
+  for (std::size_t i = 0; i < m.order.size();) {
     if (!plans[i].kernel) {
-      m.run_barrier(eqs[i]);
+      m.run_barrier(eqs[m.order[i]]);
       ++i;
       continue;
     }
-    zenith::shape s = g.at(eqs[i].output).shape;
+    zenith::shape s = g.at(eqs[m.order[i]].output).shape;
     std::size_t j = i + 1;
-    while (j < eqs.size() && plans[j].kernel && g.at(eqs[j].output).shape == s) ++j;
+    while (j < m.order.size() && plans[j].kernel && g.at(eqs[m.order[j]].output).shape == s) ++j;
     m.run_region(i, j,
                  std::vector<detail::elementwise_plan>(plans.begin() + std::ptrdiff_t(i),
                                                        plans.begin() + std::ptrdiff_t(j)));
