@@ -23,6 +23,7 @@
 #include "backend/cpu/softmax.hpp"
 #include "backend/cuda/device_memory.hpp"  // arrays on CUDA devices: .to(zenith::cuda(i))
 #include "backend/cuda/driver.hpp"         // zenith::cuda(i): the driver is opened at run time
+#include "backend/cuda/launch.hpp"         // expressions over device arrays (kernels need NVRTC)
 #ifdef ZENITH_WITH_NVRTC
 #include "backend/cuda/cublas.hpp"  // matmul on devices: cuBLAS, opened at run time
 #include "backend/cuda/cudnn.hpp"   // conv2d on devices: cuDNN, opened at run time

@@ -21,6 +21,7 @@
 
 #include "../backend/cpu/evaluate.hpp"
 #include "../backend/cpu/reduce.hpp"
+#include "../backend/cuda/launch.hpp"  // the device lowering of this layer's nodes
 #include "../core/creation.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"

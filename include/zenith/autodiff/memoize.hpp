@@ -24,6 +24,7 @@
 #include "../backend/cpu/evaluate.hpp"
 #include "../backend/cpu/layer_norm.hpp"
 #include "../backend/cpu/softmax.hpp"
+#include "../backend/cuda/launch.hpp"  // the device lowering of this layer's nodes
 #include "../core/apply.hpp"
 #include "../expr/concat.hpp"
 #include "../expr/conv.hpp"

@@ -10,6 +10,7 @@
 #include "../backend/cpu/evaluate.hpp"
 #include "../backend/cpu/group_piece.hpp"
 #include "../backend/cpu/reduce.hpp"
+#include "../backend/cuda/launch.hpp"  // the device lowering of this layer's nodes
 #include "op_traits.hpp"
 
 namespace zenith {

@@ -10,6 +10,7 @@
 
 #include "../backend/cpu/fused_group.hpp"
 #include "../backend/cpu/reduce.hpp"
+#include "../backend/cuda/launch.hpp"  // the device lowering of this layer's nodes
 #include "../core/small_vector.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"

@@ -9,6 +9,11 @@
 #include "expr_base.hpp"
 #include "shape.hpp"
 
+namespace zenith {
+template <element T>
+class array;  // core/array.hpp
+}  // namespace zenith
+
 namespace zenith::detail {
 
 // The device of every array e reads (the CPU for none); device_error when they are on more than
@@ -43,5 +48,11 @@ template <expression E>
 bool on_a_device(E const& e) {
   return device_of(e) != cpu;
 }
+
+// e evaluated on device d (not the CPU). Declared here so that the CPU backend can hand a
+// device expression on without including a device backend; backend/cuda/launch.hpp (included
+// by zenith.hpp) defines it.
+template <element T, expression E>
+array<T> evaluate_on_device_backend(device d, E const& e);
 
 }  // namespace zenith::detail

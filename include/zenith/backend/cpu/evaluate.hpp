@@ -11,7 +11,6 @@
 #include "../../core/device_of.hpp"
 #include "../../core/trace.hpp"
 #include "../../expr/elementwise.hpp"
-#include "../cuda/launch.hpp"  // expressions over device arrays
 #include "fused_loop.hpp"
 
 namespace zenith {
@@ -66,15 +65,11 @@ dest_view<T> contiguous_dest(array<T>& out) {
   return {out.data(), row_major_strides(out.shape())};
 }
 
-// e evaluated on device d, for the library's own evaluations (evaluate_fresh).
+// e evaluated on device d, for the library's own evaluations (evaluate_fresh): the device
+// backend's evaluation (core/device_of.hpp declares it, backend/cuda/launch.hpp defines it).
 template <element T, expression E>
 array<T> evaluate_on(device d, E const& e) {
-#ifdef ZENITH_WITH_NVRTC
-  return cuda_backend::evaluate_on_device<T>(d, e);
-#else
-  (void)e;
-  cuda_backend::no_kernel_compiler(d);
-#endif
+  return evaluate_on_device_backend<T>(d, e);
 }
 
 // A fresh array holding e's values (a barrier's own result when it already is T), on the device

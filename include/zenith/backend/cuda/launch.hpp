@@ -264,3 +264,17 @@ array<T> evaluate_on_device(device d, E const& e) {
 }
 
 }  // namespace zenith::cuda_backend
+
+namespace zenith::detail {
+// The CPU backend's way to a device (core/device_of.hpp): this backend's evaluation where the
+// program has a kernel compiler, else an error that says how to get one.
+template <element T, expression E>
+array<T> evaluate_on_device_backend(device d, E const& e) {
+#ifdef ZENITH_WITH_NVRTC
+  return cuda_backend::evaluate_on_device<T>(d, e);
+#else
+  (void)e;
+  cuda_backend::no_kernel_compiler(d);
+#endif
+}
+}  // namespace zenith::detail
