@@ -77,8 +77,8 @@ void jaxpr_outputs(Out const& out, ir::recorder& rec) {
   if constexpr (expression<Out>) {
     rec.target().add_output(ir::emit(rec, out));
   } else if constexpr (is_tree_of<Out, any_array_leaf>()) {
-    for_each_leaf(const_cast<Out&>(out),
-                  [&](auto const& a) { rec.target().add_output(ir::emit(rec, a)); });
+    Out leaves = out;  // for_each_leaf visits a tree it may rebind; arrays are handles
+    for_each_leaf(leaves, [&](auto const& a) { rec.target().add_output(ir::emit(rec, a)); });
   } else if constexpr (requires { std::tuple_size<Out>::value; }) {
     std::apply([&](auto const&... o) { (jaxpr_outputs(o, rec), ...); }, out);
   } else {
