@@ -1,7 +1,6 @@
 // Autodiff over device arrays, without a GPU: grad, value_and_grad, vjp and jvp of functions of
-// arrays on the stand-in device (emulated_gpu.hpp) give the CPU's values, with every forward
-// and backward step run as a generated kernel. Built without ZENITH_NO_TAPE (unlike
-// zenith_cuda_tests), so that runtime loops record on the tape.
+// arrays on the stand-in device (emulated_gpu.hpp) give the CPU's values, the static passes run
+// as generated kernels (a runtime loop's recorded IR runs on the host, copied there and back).
 #include "device_autodiff_cases.hpp"
 #include "emulated_gpu.hpp"
 

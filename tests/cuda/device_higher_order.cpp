@@ -1,7 +1,7 @@
 // Nested transforms over device arrays, without a GPU: hessian and Hessian-vector products of a
 // function of arrays on the stand-in device (emulated_gpu.hpp) give the CPU's values (which
 // tests/autodiff/higher_order checks against finite differences), every pass at both levels run
-// as generated kernels. Built with ZENITH_HIGHER_ORDER, as zenith_higher_order_tests is; one
+// as generated kernels. One
 // small function, since each nested transform of it costs gigabytes of compiler memory (7.5 GB
 // for this file under the sanitizers).
 #include "emulated_gpu.hpp"

@@ -1,7 +1,7 @@
 // Nested transforms over arrays on a real CUDA device (ctest label gpu): hessian and
 // Hessian-vector products (jvp of grad) of a function of device arrays, against the CPU's, as
 // tests/cuda/device_higher_order.cpp does on the host's stand-in device. Built with
-// ZENITH_HIGHER_ORDER, one small function (each nested transform costs gigabytes of compiler
+// one small function (each nested transform costs gigabytes of compiler
 // memory). Exits with 77, which ctest reports as skipped, where there is no usable device.
 #include <zenith/zenith.hpp>
 

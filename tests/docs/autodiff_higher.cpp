@@ -1,7 +1,6 @@
 // The higher-order examples of docs/autodiff.md, compiled and run by ctest as
-// doc.autodiff_higher. Nested transforms on arrays need ZENITH_HIGHER_ORDER, defined before
-// zenith is included in every translation unit of the program (here: the only one).
-#define ZENITH_HIGHER_ORDER
+// doc.autodiff_higher.
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

@@ -38,7 +38,8 @@ std::optional<value_id> equation_jvp(vjp_builder& b, equation const& e,
   zenith::shape in0 = g.at(e.inputs[0]).shape;
   // Zero tangents of a linear op's other operands, materialized where an op needs them all.
   auto zero_like = [&](value_id v) {
-    return b.broadcast(g.add_literal(g.at(v).dtype, 0), g.at(v).shape);
+    zenith::shape s = g.at(v).shape;  // first: appending moves the values
+    return b.broadcast(g.add_literal(g.at(v).dtype, 0), s);
   };
   auto or_zero = [&](std::size_t k) { return ts[k] ? *ts[k] : zero_like(e.inputs[k]); };
   if (op == "convert_element_type") {
@@ -82,6 +83,19 @@ std::optional<value_id> equation_jvp(vjp_builder& b, equation const& e,
     value_id p = b.eq("exp", {e.output}, y.shape);
     value_id s = b.broadcast(b.sum(b.binary("mul", *ts[0], p), axis, true), y.shape);
     return b.binary("sub", *ts[0], s);
+  } else if (op == "reduce_prod") {
+    value_id p = b.binary("mul", *ts[0], prod_partial(b, e));
+    return b.sum(p, mask_of(ints(e, "axes")), false);
+  } else if (op == "layer_norm") {
+    return layer_norm_linear(b, e, *ts[0]);
+  } else if (op.starts_with("conv2d")) {  // each part is bilinear
+    std::optional<value_id> r;
+    if (ts[0]) r = again(b, e, {*ts[0], e.inputs[1]});
+    if (ts[1]) {
+      value_id t = again(b, e, {e.inputs[0], *ts[1]});
+      r = r ? b.binary("add", *r, t) : t;
+    }
+    return r;
   } else if (op == "argmax" || op == "argmin") {
     return std::nullopt;
   }

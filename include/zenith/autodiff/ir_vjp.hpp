@@ -58,7 +58,7 @@ class vjp_builder_t {
     return eq(op, {a, b}, g_.at(a).shape.size() ? g_.at(a).shape : g_.at(b).shape);
   }
   value_id scalar(value_id like, double x) { return g_.add_literal(g_.at(like).dtype, x); }
-  value_id reshape(value_id v, zenith::shape const& s) { return detail::reshape(g_, v, s); }
+  value_id reshape(value_id v, zenith::shape s) { return detail::reshape(g_, v, s); }
   // v summed over the axes in `axes` (a bit mask), keeping them as size 1 when keep is true.
   value_id sum(value_id v, std::uint32_t axes, bool keep) {
     zenith::shape in = g_.at(v).shape, dropped;
@@ -74,10 +74,10 @@ class vjp_builder_t {
     return reshape(r, kept);
   }
   // v (of shape `from`, trailing axes aligned) broadcast to s.
-  value_id broadcast(value_id v, zenith::shape const& s) { return detail::broadcast(g_, v, s); }
+  value_id broadcast(value_id v, zenith::shape s) { return detail::broadcast(g_, v, s); }
   // The cotangent of a value of shape `to` broadcast to ct's shape (numpy's rules): ct summed
   // back to `to`.
-  value_id unbroadcast(value_id ct, zenith::shape const& to) {
+  value_id unbroadcast(value_id ct, zenith::shape to) {  // by value: appending moves the values
     zenith::shape s = g_.at(ct).shape;
     if (s == to) return ct;
     std::size_t off = s.size() - to.size();
@@ -221,7 +221,7 @@ inline std::uint32_t mask_of(std::vector<std::int64_t> const& axes) {
 
 // ct of a reduction's output (its axes dropped) broadcast back to the input's shape.
 template <class = void>
-value_id unreduce(vjp_builder& b, value_id ct, zenith::shape const& in, std::uint32_t axes) {
+value_id unreduce(vjp_builder& b, value_id ct, zenith::shape in, std::uint32_t axes) {
   zenith::shape kept = in;
   for (std::size_t k = 0; k < in.size(); ++k)
     if (axes >> k & 1) kept[k] = 1;
@@ -278,6 +278,61 @@ std::vector<std::optional<value_id>> matmul_vjp(vjp_builder& b, value_id a, valu
     db = b.reshape(b.sum(db, (1u << extra) - 1, false), cb);
   }
   return {b.reshape(da, sa), b.reshape(db, sb)};
+}
+
+// d prod / d x_i over a reduce_prod's groups: the product of the others, exactly where a group
+// holds zeros (y / x_i where it holds none; the product of the rest at its only zero; 0 where
+// it holds two or more), so the rule is exact and never divides by zero.
+template <class = void>
+value_id prod_partial(vjp_builder& b, equation const& e) {
+  graph& g = b.g();
+  value_id x = e.inputs[0];
+  zenith::shape in = g.at(x).shape;
+  zenith::dtype d = g.at(x).dtype;
+  std::uint32_t axes = mask_of(ints(e, "axes"));
+  auto where = [&](value_id c, value_id yes, value_id no) {
+    return g.add_equation("select_n", {c, b.broadcast(no, in), b.broadcast(yes, in)}, d, in);
+  };
+  auto is = [&](value_id v, double k) {
+    return g.add_equation("eq", {v, g.add_literal(d, k)}, zenith::dtype::bool_, in);
+  };
+  value_id zero = is(x, 0);
+  value_id zeros = unreduce(b, b.sum(convert(g, zero, d), axes, false), in, axes);
+  value_id safe = where(zero, g.add_literal(d, 1), x);
+  zenith::shape reduced = g.at(e.output).shape;
+  value_id rest = unreduce(b, b.eq("reduce_prod", {safe}, reduced, e.attrs), in, axes);
+  value_id none = b.binary("div", rest, safe);
+  value_id at_zero = where(zero, rest, g.add_literal(d, 0));
+  return where(is(zeros, 0), none, where(is(zeros, 1), at_zero, g.add_literal(d, 0)));
+}
+
+// layer_norm's Jacobian applied to v (its transpose is itself, so both modes use it): with y the
+// output and r = 1 / sqrt(var(x) + eps) along the axis, r * (v - mean(v) - y * mean(v * y)).
+template <class = void>
+value_id layer_norm_linear(vjp_builder& b, equation const& e, value_id v) {
+  graph& g = b.g();
+  value_id x = e.inputs[0];
+  zenith::shape s = g.at(x).shape;
+  std::size_t k = std::size_t(e.attrs.get<std::int64_t>("axis"));
+  std::uint32_t axis = 1u << k;
+  double inv_n = 1.0 / double(s[k]);
+  auto mean = [&](value_id u) {
+    return b.broadcast(b.binary("mul", b.sum(u, axis, true), b.scalar(u, inv_n)), s);
+  };
+  value_id xc = b.binary("sub", x, mean(x));
+  value_id var =
+      b.binary("add", mean(b.binary("mul", xc, xc)), b.scalar(x, e.attrs.get<double>("epsilon")));
+  value_id r = b.eq("rsqrt", {var}, s);
+  value_id inner = b.binary("sub", b.binary("sub", v, mean(v)),
+                            b.binary("mul", e.output, mean(b.binary("mul", v, e.output))));
+  return b.binary("mul", r, inner);
+}
+
+// conv2d's attributes, for the equations of its derivatives.
+inline attributes conv2d_attrs(equation const& e) {
+  attributes a;
+  for (auto const& at : e.attrs) a.set(at.name, at.value);
+  return a;
 }
 
 // The cotangents of equation e's operands, given its output's cotangent ct: one entry per
@@ -352,6 +407,9 @@ std::vector<std::optional<value_id>> equation_vjp(vjp_builder& b, equation const
     value_id hit = convert(g, at, y.dtype);
     value_id count = unreduce(b, b.sum(hit, axes, false), in0, axes);
     out[0] = b.binary("mul", b.binary("div", unreduce(b, ct, in0, axes), count), hit);
+  } else if (op == "reduce_prod") {
+    std::uint32_t axes = mask_of(ints(e, "axes"));
+    out[0] = b.binary("mul", unreduce(b, ct, in0, axes), prod_partial(b, e));
   } else if (op == "reduce_logsumexp") {
     std::uint32_t axes = mask_of(ints(e, "axes"));
     value_id p = b.eq("exp", {b.binary("sub", e.inputs[0], unreduce(b, e.output, in0, axes))}, in0);
@@ -369,13 +427,38 @@ std::vector<std::optional<value_id>> equation_vjp(vjp_builder& b, equation const
       value_id s = b.broadcast(b.sum(ct, axis, true), y.shape);
       out[0] = b.binary("sub", ct, b.binary("mul", b.eq("exp", {e.output}, y.shape), s));
     }
+  } else if (op == "layer_norm") {
+    out[0] = layer_norm_linear(b, e, ct);
+  } else if (op.starts_with("conv2d")) {
+    // The three parts of a convolution are each other's transposes (autodiff/backward.hpp):
+    //   conv2d             y = conv(x, w):  dx = input_grad(g, w),  dw = filter_grad(x, g)
+    //   conv2d_input_grad  y = T_x(h, w):   dh = conv2d(g, w),      dw = filter_grad(g, h)
+    //   conv2d_filter_grad y = T_w(x, h):   dx = input_grad(h, g),  dh = conv2d(x, g)
+    value_id a = e.inputs[0], w = e.inputs[1];
+    zenith::shape sa = in0, sw = g.at(w).shape;
+    auto part = [&](std::string_view p, value_id l, value_id r, zenith::shape s) {
+      return g.add_equation(p, {l, r}, y.dtype, s, conv2d_attrs(e));
+    };
+    if (op == "conv2d") {
+      out[0] = part("conv2d_input_grad", ct, w, sa);
+      out[1] = part("conv2d_filter_grad", a, ct, sw);
+    } else if (op == "conv2d_input_grad") {
+      out[0] = part("conv2d", ct, w, sa);
+      out[1] = part("conv2d_filter_grad", ct, a, sw);
+    } else {
+      out[0] = part("conv2d_input_grad", w, ct, sa);
+      out[1] = part("conv2d", a, ct, sw);
+    }
   } else if (op == "argmax" || op == "argmin") {
     // Integer results: no cotangent.
   } else {
     auto partials = elementwise_partials(
         b, e, [](std::size_t) { return true; }, "reverse");
     for (std::size_t m = 0; m < partials.size(); ++m)
-      if (partials[m]) out[m] = b.unbroadcast(times(b, ct, *partials[m]), g.at(e.inputs[m]).shape);
+      if (partials[m]) {
+        value_id c = times(b, ct, *partials[m]);  // first: appending moves the values
+        out[m] = b.unbroadcast(c, g.at(e.inputs[m]).shape);
+      }
   }
   return out;
 }
@@ -384,11 +467,14 @@ std::vector<std::optional<value_id>> equation_vjp(vjp_builder& b, equation const
 
 // Appends to g the cotangents of the values `wrt`, given cotangents `cts` (values of g, of the
 // outputs' shapes) of the values `outputs`; returns one per wrt (nullopt where no cotangent
-// reaches it: the derivative is zero). An op with no rule is a value_error naming it.
+// reaches it: the derivative is zero). Equations before `first` are not differentiated (their
+// results take cotangents as any value read does). An op with no rule is a value_error naming
+// it.
 template <class = void>
 std::vector<std::optional<value_id>> append_vjp(graph& g, std::vector<value_id> const& outputs,
                                                 std::vector<value_id> const& cts,
-                                                std::vector<value_id> const& wrt) {
+                                                std::vector<value_id> const& wrt,
+                                                std::size_t first = 0) {
   detail::vjp_builder b(g);
   std::vector<std::optional<value_id>> ct(g.values().size());
   auto add = [&](value_id v, value_id c) {
@@ -397,7 +483,7 @@ std::vector<std::optional<value_id>> append_vjp(graph& g, std::vector<value_id> 
   };
   for (std::size_t i = 0; i < outputs.size(); ++i) add(outputs[i], cts.at(i));
   std::size_t n = g.equations().size();
-  for (std::size_t i = n; i-- > 0;) {
+  for (std::size_t i = n; i-- > first;) {
     equation const e = g.equations()[i];  // a copy: appending may move the list
     if (e.output >= ct.size() || !ct[e.output]) continue;
     if (!detail::floating_dtype(g.at(e.output).dtype)) continue;

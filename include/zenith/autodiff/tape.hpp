@@ -4,15 +4,12 @@
 //   for (auto const& w : ws) h = zn::tanh(zn::matmul(h, w));   // inside a function given to grad
 //
 // While a trace is active (core/trace.hpp), materializing an expression that reads a traced
-// buffer comes here. The expression is memoized (its barriers evaluated once), its value
-// computed, the result's buffer marked traced, and one entry kept: the memoized expression,
-// whose backward is the static reverse pass (autodiff/backward.hpp) over its type. The entry
-// holds what its rule reads (the barrier values and the arrays the expression reads) and
-// nothing else; elementwise intermediates are recomputed inside the fused backward loops.
+// buffer records it as IR (autodiff/ir_tape.hpp); the trace's tape lists the runs of recorded
+// equations, and the entries of checkpointed functions and custom rules, in recording order.
 //
-// The backward pass runs the static pass over the function's result, then pulls the entries
-// newest first. Cotangents are accumulated per traced buffer, so an array read in several
-// places, or by several entries, sums its contributions.
+// The backward pass runs the static pass over the function's result (autodiff/backward.hpp),
+// then pulls the entries newest first. Cotangents are accumulated per traced buffer (this file's
+// sink), so an array read in several places, or by several entries, sums its contributions.
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -25,7 +22,9 @@
 #include "../expr/to_ir.hpp"
 #include "backward.hpp"
 #include "forward.hpp"
+#include "ir_tape.hpp"
 #include "memoize.hpp"
+#include "node_ir.hpp"
 
 namespace zenith::autodiff {
 
@@ -52,15 +51,13 @@ class cotangents {
   void add(Leaf const& leaf, G const& ct) {
     if constexpr (is_array_v<Leaf> && floating_element<value_t<Leaf>>) {
       // An outer transform traces this pass (higher order): every cotangent is evaluated where
-      // that trace records it, one at a time. Deeper cotangents exist only then.
-      if constexpr (zenith::detail::max_recorded_level >= 1) {
-        if (Level > 1 || zenith::detail::active_trace()) {
-          add_recorded<Level>(leaf, ct);
-          return;
-        }
+      // that trace records it, one at a time.
+      if (zenith::detail::active_trace()) {
+        add_recorded<Level>(leaf, ct);
+        return;
       }
     }
-    if constexpr (Level <= 1) add_grouped(leaf, ct);
+    add_grouped(leaf, ct);
   }
 
  private:
@@ -134,8 +131,7 @@ class cotangents {
       return ct.reduces() ? joined::no : add_with_total<Op>(leaf, ct.child, e, value);
     } else if constexpr (is_array_v<Leaf> && floating_element<value_t<Leaf>> && !is_array_v<G> &&
                          !barrier_expression<G>) {
-      if constexpr (zenith::detail::max_recorded_level >= 1)
-        if (zenith::detail::active_trace()) return joined::no;
+      if (zenith::detail::active_trace()) return joined::no;
       using Tl = value_t<Leaf>;
       buffer const* b = leaf.storage().get();
       if (!st_->reads_traced(b) || slots<Tl>().find(b)) return joined::no;
@@ -231,81 +227,3 @@ struct sink_at {
 };
 
 }  // namespace zenith::autodiff
-
-namespace zenith::detail {
-
-// A recorded materialization: the memoized expression M of element type T, a level-Level
-// expression.
-template <class T, class M, int Level>
-struct recorded_expression final : tape_entry {
-  M expr;
-  explicit recorded_expression(M m) : expr(std::move(m)) {}
-  void pull(autodiff::cotangents& cts) override {
-    if (auto ct = cts.take<T>(out.get())) {
-      autodiff::sink_at<Level + 1> sink{cts};
-      autodiff::backward(expr, *ct, sink);
-    }
-  }
-};
-
-#ifndef ZENITH_NO_TAPE
-template <element T, int Level, expression E>
-array<T> record_materialization(E const& e) {
-  // The level that records e: the innermost one that reads it. What it evaluates for e (e's
-  // barriers, its value, its tangent) runs under its parent, which records that in turn.
-  trace_state* t = innermost_reader(e);
-  trace_scope outer(t->parent);
-  if constexpr (Level == 0) {
-    if (t->ir) {  // make_jaxpr: the value, and its equations in the trace's graph
-      array<T> value = evaluate_fresh<T>(e);
-      t->ir->bind(value.storage().get(), ir::emit(*t->ir, convert<T>(e)));
-      t->traced.insert(value.storage().get());
-      return value;
-    }
-  }
-  if constexpr (!floating_element<T> || !floating_element<value_t<E>>) {
-    return evaluate_fresh<T>(e);  // no gradient flows through integers or masks
-  } else {
-    auto x = convert<T>(e);
-    if (t->forward) {
-      // Forward mode: the value and its tangent, computed now; nothing to keep.
-      auto m = autodiff::memoize<Level>(x);
-      array<T> value = autodiff::memoized_value<Level>(m);
-      t->forward->set(value.storage(),
-                      evaluate_for_rules<T, Level + 1>(autodiff::tangent_of(m, *t->forward)));
-      t->traced.insert(value.storage().get());
-      return value;
-    }
-    using M = autodiff::memoized_t<decltype(x)>;
-    auto entry = std::make_unique<recorded_expression<T, M, Level>>(autodiff::memoize<Level>(x));
-    array<T> value = autodiff::memoized_value<Level>(entry->expr);
-    entry->out = value.storage();
-    t->traced.insert(value.storage().get());
-    t->tape.push_back(std::move(entry));
-    return value;
-  }
-}
-#endif
-
-// A transform that starts under another one passes each traced argument to its function as a
-// fresh alias (transforms/grad.hpp). Every enclosing level that traces the original array
-// traces the alias too, as the identity of the original: reverse levels record an entry that
-// hands the alias's cotangent to the original, forward levels give it the original's tangent.
-template <element T>
-void trace_alias(trace_state* outer, array<T> const& original,
-                 std::shared_ptr<buffer> const& alias) {
-  for (trace_state* t = outer; t; t = t->parent) {
-    if (!t->reads_traced(original.storage().get())) continue;
-    if (t->forward) {
-      if (array<T> const* tangent = t->forward->template find<T>(original.storage().get()))
-        t->forward->set(alias, *tangent);
-    } else if constexpr (floating_element<T>) {
-      auto entry = std::make_unique<recorded_expression<T, array<T>, 0>>(original);
-      entry->out = alias;
-      t->tape.push_back(std::move(entry));
-    }
-    t->traced.insert(alias.get());
-  }
-}
-
-}  // namespace zenith::detail

@@ -2,9 +2,9 @@
 // What the running autodiff transform traces. While grad & co. call a user function, its
 // differentiable arguments are aliases with buffers of their own (buffer::alias), marked as
 // traced here. Materializing an expression that reads a traced buffer (`array h = tanh(h @ w)`
-// inside a runtime loop) does not just compute the value: evaluation hands it to the tape
-// (autodiff/tape.hpp), which evaluates it, marks the result traced too, and keeps one entry whose
-// backward is the expression's static reverse pass. An untraced array pays one pointer test.
+// inside a runtime loop) does not just compute the value: evaluation hands it to the trace,
+// which records it as IR (autodiff/ir_tape.hpp), runs it and marks the result traced too. An
+// untraced array pays one pointer test.
 //
 // The state is thread-local: evaluation worker threads never see it, so they never record.
 //
@@ -13,6 +13,8 @@
 // derivatives (evaluating a recorded value, a tangent, a cotangent) runs with its parent as the
 // active trace, so the parent records that work in turn: a backward pass run under an outer
 // trace is itself differentiable.
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,11 +28,10 @@ namespace zenith::autodiff {
 class cotangents;  // autodiff/tape.hpp
 class tangents;    // autodiff/forward.hpp
 }  // namespace zenith::autodiff
-namespace zenith::ir {
-class recorder;  // expr/to_ir.hpp
-}  // namespace zenith::ir
-
 namespace zenith::detail {
+
+struct ir_trace;  // autodiff/ir_tape.hpp: the trace's IR and the arrays its values hold
+struct trace_state;
 
 // One recorded materialization. pull() reads the cotangent of `out` and adds its inputs'
 // cotangents; the entry's expression (and so the arrays it reads) lives until it is pulled.
@@ -38,6 +39,13 @@ struct tape_entry {
   std::shared_ptr<buffer> out;  // held, so that its identity cannot be reused while recorded
   virtual ~tape_entry() = default;
   virtual void pull(autodiff::cotangents& cts) = 0;
+  // A run of IR equations (autodiff/ir_tape.hpp) takes in the equations [first, last) and
+  // values [first_value, last_value) recorded right after it; other entries take nothing.
+  virtual bool extend(std::size_t, std::size_t, std::uint32_t, std::uint32_t) { return false; }
+  // Whether the entry made the array whose buffer is b.
+  virtual bool made(buffer const* b) const { return out.get() == b; }
+  // The entry will never be pulled: what it made is no longer traced (but keep).
+  virtual void forget(trace_state& t, buffer const* keep);
 };
 
 struct trace_state {
@@ -46,10 +54,14 @@ struct trace_state {
   std::vector<std::unique_ptr<tape_entry>> tape;  // in recording order (reverse mode)
   autodiff::tangents* forward = nullptr;          // forward mode (jvp): tangents, no tape
   trace_state* parent = nullptr;                  // the enclosing transform's trace, if nested
-  ir::recorder* ir = nullptr;  // make_jaxpr: materializations append their IR here, no tape
+  std::shared_ptr<ir_trace> ir;  // what the trace recorded, as IR (every transform has one)
 
   bool reads_traced(buffer const* b) const { return traced.contains(b); }
 };
+
+inline void tape_entry::forget(trace_state& t, buffer const* keep) {
+  if (out.get() != keep) t.traced.erase(out.get());
+}
 
 inline trace_state*& active_trace() {
   thread_local trace_state* t = nullptr;

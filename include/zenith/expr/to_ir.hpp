@@ -45,6 +45,7 @@ class recorder {
 
   // From now on, an expression reading b's array reads value v.
   void bind(buffer const* b, value_id v) { ids_[b] = v; }
+  void unbind(buffer const* b) { ids_.erase(b); }
   value_id const* find(buffer const* b) const { return ids_.find(b); }
 
   template <element T>
@@ -291,6 +292,16 @@ value_id emit(recorder& r, E const& e) {
   graph& g = r.target();
   if constexpr (is_array_v<E>) {
     return r.leaf(e);
+  } else if constexpr (requires {
+                         requires E::dense;
+                         e.data();
+                       }) {
+    // A fixed-size tensor read where it is (tensor_ref): a constant, copied (the graph keeps
+    // its constants alive, and the tensor may not outlive it).
+    using T = value_t<E>;
+    auto a = array<T>::empty(e.shape());
+    std::copy(e.data(), e.data() + a.size(), a.data());
+    return r.leaf(a);
   } else if constexpr (is_scalar_node_v<E>) {
     return g.add_literal(dtype_of<value_t<E>>(), double(compute_t<value_t<E>>(e.value)));
   } else if constexpr (detail::is_map<E>) {
@@ -348,10 +359,11 @@ value_id emit(recorder& r, E const& e) {
                                                                : "conv2d_filter_grad";
     return g.add_equation(op, {a, b}, d, e.shape(),
                           {{"window_strides", stride}, {"padding", pad}, {"rhs_dilation", dil}});
+  } else if constexpr (requires { ir_form(r, e); }) {
+    // A node of a higher layer (the autodiff layer's sum_to, a kept value): its own IR form.
+    return ir_form(r, e);
   } else {
-    // The autodiff layer's own nodes (a cotangent's sum_to, a kept value) are never in what a
-    // user's function builds; the tape records them once it records its rules as IR.
-    throw value_error("ir: an expression node with no IR form (expr/to_ir.hpp)");
+    static_assert(sizeof(E) == 0, "zenith: an expression node with no IR form (expr/to_ir.hpp)");
   }
 }
 

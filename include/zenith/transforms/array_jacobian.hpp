@@ -13,7 +13,7 @@
 //   smaller than the input.
 // - hessian is jacfwd of grad (forward over reverse): each column is a Hessian-vector product,
 //   jvp(grad(f)), which runs the reverse pass under the forward trace (nested transforms,
-//   core/trace.hpp; they need ZENITH_HIGHER_ORDER). H[i, j] = d^2 f / dx_i dx_j.
+//   core/trace.hpp). H[i, j] = d^2 f / dx_i dx_j.
 // Like the tensor versions they differentiate with respect to the first argument; further
 // arguments are passed to f unchanged. The cost is size(x) forward (jacfwd) or forward-and-
 // reverse (hessian) passes: these are for small and medium inputs, or for checking.
@@ -92,9 +92,6 @@ auto jacrev_call(jacrev_tag, F const& f, array<T> const& x, Rest const&... rest)
 
 template <class F, floating_element T, class... Rest>
 auto hessian_call(hessian_tag, F const& f, array<T> const& x, Rest const&... rest) {
-  static_assert(max_recorded_level >= 1 && sizeof(T) > 0,  // dependent: checked when used
-                "zenith::hessian of an array function nests transforms (jvp of grad): define "
-                "ZENITH_HIGHER_ORDER in every translation unit (see docs/autodiff.md)");
   auto df = grad([&](array<T> const& xx) { return f(xx, rest...); });
   return array_jacobian_by_columns(df, x, "hessian");
 }

@@ -73,7 +73,7 @@ struct checkpoint_entry final : tape_entry {
     // Pulled newest first and freed at once; each output is unmarked once its cotangent is taken.
     while (!sub.empty()) {
       sub.back()->pull(cts);
-      st->traced.erase(sub.back()->out.get());
+      sub.back()->forget(*st, nullptr);
       sub.pop_back();
     }
   }
@@ -108,8 +108,8 @@ struct checkpoint_fn {
       recorded = guard.release();
     }
     buffer const* o = out.storage().get();
-    bool made_out = std::any_of(recorded.begin(), recorded.end(),
-                                [&](auto const& e) { return e->out.get() == o; });
+    bool made_out =
+        std::any_of(recorded.begin(), recorded.end(), [&](auto const& e) { return e->made(o); });
     // Nothing recorded produced the output: it is untraced, or an array traced already (an
     // argument returned as is). Either way there is nothing to recompute.
     drop_entries(*st, recorded, made_out ? o : nullptr);

@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "../autodiff/ir_tape.hpp"
 #include "../autodiff/tape.hpp"
 #include "../core/apply.hpp"
 #include "../core/trace.hpp"
@@ -98,8 +99,7 @@ class sub_tape {
 // keep) so that a buffer later allocated at a freed address is not taken for a traced one.
 inline void drop_entries(trace_state& st, std::vector<std::unique_ptr<tape_entry>>& entries,
                          buffer const* keep = nullptr) {
-  for (auto& e : entries)
-    if (e->out.get() != keep) st.traced.erase(e->out.get());
+  for (auto& e : entries) e->forget(st, keep);
   entries.clear();
 }
 
@@ -431,6 +431,9 @@ struct custom_vjp_fn {
     auto entry = std::make_unique<Entry>(bwd, std::move(r), std::tuple<A...>(args...));
     entry->out = out.storage();
     st->traced.insert(out.storage().get());
+    std::vector<any_array> from;
+    (for_each_arg_leaf(args, [&](auto const& l) { from.emplace_back(l); }), ...);
+    bind_opaque(*st, "custom_vjp_call", from, out);
     st->tape.push_back(std::move(entry));
     return out;
   }

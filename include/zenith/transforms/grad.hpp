@@ -16,12 +16,14 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
 #include "../autodiff/backward.hpp"
 #include "../autodiff/fused_value.hpp"
+#include "../autodiff/ir_tape_run.hpp"
 #include "../autodiff/tape.hpp"
 #include "../core/apply.hpp"
 #include "../core/creation.hpp"
@@ -59,18 +61,18 @@ constexpr std::size_t argnum_slot() {
 
 // The trace of a transform that starts now: nested in the active one, if any (grad of grad, jvp
 // of grad), which then records the new transform's work (core/trace.hpp).
-inline void check_nesting_compiled_in(char const* transform) {
-  if constexpr (max_recorded_level == 0)
-    if (trace_state const* outer = active_trace())
-      throw value_error(std::string(transform) + " inside " + outer->transform +
-                        ": differentiating a derivative of arrays needs ZENITH_HIGHER_ORDER "
-                        "defined in every translation unit (see docs/autodiff.md)");
-}
-
 inline trace_state nested_trace(char const* transform) {
-  check_nesting_compiled_in(transform);
-  trace_state st{transform, {}, {}};
+  int depth = 0;
+  for (trace_state* t = active_trace(); t; t = t->parent) depth += t->transform != "make_jaxpr";
+  if (depth >= 2 && std::string_view(transform) != "make_jaxpr")
+    throw value_error(std::string(transform) + " inside " + active_trace()->transform + " inside " +
+                      active_trace()->parent->transform +
+                      ": derivatives of arrays of order 3 or more are not supported (a "
+                      "derivative of a derivative is being differentiated again)");
+  trace_state st;
+  st.transform = transform;
   st.parent = active_trace();
+  st.ir = make_ir_trace();
   return st;
 }
 
@@ -90,6 +92,7 @@ Tree traced_tree(Tree const& tree, trace_state& st, char const* transform) {
     st.traced.insert(b.get());
     if (st.parent) trace_alias(st.parent, a, b);
     a = A::from_buffer(std::move(b), a.data(), a.shape());
+    st.ir->bind(st.ir->graph.add_input(dtype_of<value_t<A>>(), a.shape()), a);
   });
   return t;
 }
@@ -285,7 +288,6 @@ auto vjp(F f, Args const&... args) {
   auto pullback = [st, traced, forward, s = value.shape()](auto const& ct) {
     static_assert(expression<std::remove_cvref_t<decltype(ct)>>,
                   "zenith::vjp: the cotangent must be an array expression");
-    detail::check_nesting_compiled_in("a vjp pullback");
     if (ct.shape() != s)
       throw shape_error("vjp: cotangent of shape " + ct.shape().str() + " for an output of shape " +
                         s.str());

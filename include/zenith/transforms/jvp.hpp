@@ -5,8 +5,8 @@
 //
 // Each primal (an array or a tree of arrays) reaches f as a traced alias of itself, as under grad,
 // with its tangent registered for it. The tangent of f's result is built down its expression type
-// (autodiff/forward.hpp) and evaluated in one fused pass; an intermediate that f materializes gets
-// its tangent computed at that moment, so runtime loops need no tape.
+// (autodiff/forward.hpp) and evaluated in one fused pass; the intermediates f materializes are
+// recorded as IR (autodiff/ir_tape.hpp), whose tangent equations run once f has returned.
 #include <cstddef>
 #include <string>
 #include <tuple>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../autodiff/forward.hpp"
+#include "../autodiff/ir_tape_run.hpp"
 #include "../autodiff/tape.hpp"
 #include "../core/apply.hpp"
 #include "../core/trace.hpp"
@@ -78,6 +79,7 @@ auto jvp(F f, std::tuple<P...> const& primals, std::tuple<Q...> const& tangents)
   static_assert(floating_element<value_t<Out>>,
                 "zenith::jvp: the function must return a floating-point value");
   using T = value_t<Out>;
+  detail::compute_tangents(st, ts);  // of what f materialized
   auto const& forward = autodiff::memoize(out);
   array<T> value = autodiff::memoized_value(forward);
   array<T> tangent = detail::evaluate_for_rules<T, 1>(autodiff::tangent_of(forward, ts));

@@ -19,11 +19,11 @@
 #include <type_traits>
 #include <utility>
 
-#include "../autodiff/tape.hpp"
 #include "../core/trace.hpp"
 #include "../core/tree.hpp"
 #include "../expr/to_ir.hpp"
 #include "../ir/jaxpr.hpp"
+#include "grad.hpp"
 
 namespace zenith {
 
@@ -51,7 +51,7 @@ namespace detail {
 // A tree argument as the function sees it: each array an alias under a fresh identity, traced
 // by st and bound to a new input of the graph. Other arguments as they are.
 template <class Arg>
-Arg jaxpr_argument(Arg const& arg, trace_state& st, ir::recorder& rec) {
+Arg jaxpr_argument(Arg const& arg, trace_state& st) {
   if constexpr (is_tree_of<Arg, any_array_leaf>()) {
     Arg t = arg;
     for_each_leaf(t, [&](auto& a) {
@@ -62,8 +62,8 @@ Arg jaxpr_argument(Arg const& arg, trace_state& st, ir::recorder& rec) {
             "(default-constructed)");
       auto b = buffer::alias(a.storage());
       st.traced.insert(b.get());
-      rec.bind(b.get(), rec.target().add_input(dtype_of<value_t<A>>(), a.shape()));
       a = A::from_buffer(std::move(b), a.data(), a.shape());
+      st.ir->bind(st.ir->graph.add_input(dtype_of<value_t<A>>(), a.shape()), a);
     });
     return t;
   } else {
@@ -93,17 +93,13 @@ struct make_jaxpr_fn {
   F f;
   template <class... Args>
   jaxpr operator()(Args const&... args) const {
-    trace_state st{"make_jaxpr", {}, {}};
-    st.parent = active_trace();
-    ir::graph g;
-    ir::recorder rec(g);
-    st.ir = &rec;
+    trace_state st = nested_trace("make_jaxpr");
     // Braces: the arguments become inputs left to right.
-    std::tuple<Args...> traced{jaxpr_argument(args, st, rec)...};
+    std::tuple<Args...> traced{jaxpr_argument(args, st)...};
     trace_scope scope(&st);
     auto out = std::apply(f, traced);
-    jaxpr_outputs(out, rec);
-    return jaxpr(std::move(g));
+    jaxpr_outputs(out, st.ir->rec);
+    return jaxpr(st.ir->graph);
   }
 };
 

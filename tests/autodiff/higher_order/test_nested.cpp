@@ -100,9 +100,17 @@ TEST_CASE("what cannot be differentiated again is an error, never zeros", "[high
     CHECK_THROWS_WITH(zn::grad(outer)(x), Catch::Contains("custom_vjp"));
   }
   SECTION("the state is clean after an error") {
+    auto sq = zn::custom_vjp([](zn::array<double> const& v) { return v * v; },
+                             [](zn::array<double> const& v) {
+                               return std::pair{zn::eval(v * v), v};
+                             },
+                             [](zn::array<double> const& v, zn::array<double> const& ct) {
+                               return std::make_tuple(zn::eval(2.0 * v * ct));
+                             });
+    auto inner = [&](zn::array<double> const& v) { return zn::sum(sq(v)); };
+    auto outer = [&](zn::array<double> const& v) { return zn::sum(zn::grad(inner)(v)); };
+    CHECK_THROWS(zn::grad(outer)(x));
     auto g1 = [&](zn::array<double> const& v) { return zn::sum(zn::grad(f)(v)); };
-    auto g2 = [&](zn::array<double> const& v) { return zn::sum(zn::grad(g1)(v)); };
-    CHECK_THROWS(zn::grad(g2)(x));
     auto h = zn::grad(g1)(x);  // second order still works
     for (std::size_t i = 0; i < 3; ++i) {
       double xi = x.data()[i];

@@ -22,43 +22,14 @@ concept barrier_expression = expression<E> && requires {
 
 namespace detail {
 
-// Materializes e while a trace reads it: evaluates e, records one tape entry and returns the
-// value under a traced buffer. Defined by the autodiff layer (autodiff/tape.hpp), as
-// evaluate_as itself is declared by core/array.hpp and defined here.
-//
-// Level is how many derivatives deep e's type is: 0 for what user code writes, 1 for a tangent
-// or cotangent the rules built from such an expression. Recording a level-L expression compiles
-// its rules, which build level-(L + 1) expressions; so that this stops, expressions are recorded
-// up to level max_recorded_level (second derivatives of arrays) and a deeper one read by a trace
-// is an error (evaluate_at_level), never a silent zero.
-//
-// Each expression type that is ever materialized compiles its reverse pass for the tape, since
-// whether it will be traced is only known at run time. Two macros change what is compiled, for
-// programs that define them consistently in all their translation units (like any macro that
-// changes inline code):
-// - ZENITH_HIGHER_ORDER: transforms nest on arrays (grad of grad, jvp of grad, hessian). Every
-//   cotangent and tangent type then also compiles its own rules, in case it is differentiated
-//   again, which multiplies the compile time of a gradient by 2.5 or more (and its memory): so it
-//   is opted into. Without it a nested transform is a clear error that names the macro.
-// - ZENITH_NO_TAPE: no differentiation through materialized intermediates at all; such a
-//   materialization under grad is then a clear error instead of a tape entry.
-#ifdef ZENITH_HIGHER_ORDER
-inline constexpr int max_recorded_level = 1;
-#else
-inline constexpr int max_recorded_level = 0;
-#endif
-
-#ifndef ZENITH_NO_TAPE
+// Materializes e while a trace reads it: appends e's IR to the trace, runs it, and returns the
+// value under a traced buffer (autodiff/ir_tape.hpp defines it; evaluate_as itself is declared by
+// core/array.hpp and defined here). Level is how many derivatives deep e's type is (0 for what
+// user code writes, 1 for a tangent or cotangent the rules built from it); recording only walks
+// e's type to build data, so every level records the same way, and transforms nest to any
+// depth.
 template <element T, int Level, expression E>
 array<T> record_materialization(E const& e);
-#else
-template <element T, int Level, expression E>
-array<T> record_materialization(E const&) {
-  throw value_error(active_trace()->transform +
-                    ": materializing an expression of a traced argument needs the tape, which "
-                    "this program compiled out (ZENITH_NO_TAPE)");
-}
-#endif
 
 template <class T>
 dest_view<T> contiguous_dest(array<T>& out) {
@@ -103,32 +74,16 @@ array<T> evaluate_untraced(E const& e) {
 // e as an array, recorded when a trace reads it; e is a level-Level expression (see above).
 template <element T, int Level, expression E>
 array<T> evaluate_at_level(E const& e) {
-  if constexpr (!std::is_same_v<std::remove_cvref_t<E>, array<T>>) {
-    if (reads_traced(e)) {
-      if constexpr (Level <= max_recorded_level)
-        return record_materialization<T, Level>(e);
-      else if constexpr (max_recorded_level == 0)
-        throw value_error(active_trace()->transform +
-                          ": differentiating a derivative of arrays (nested transforms) needs "
-                          "ZENITH_HIGHER_ORDER defined in every translation unit");
-      else
-        throw value_error(active_trace()->transform +
-                          ": derivatives of arrays of order 3 or more are not supported (a "
-                          "derivative of a derivative is being differentiated again)");
-    }
-  }
+  if constexpr (!std::is_same_v<std::remove_cvref_t<E>, array<T>>)
+    if (reads_traced(e)) return record_materialization<T, Level>(e);
   return evaluate_untraced<T>(e);
 }
 
 // What the autodiff layer evaluates for its own rules (a barrier's value, a tangent, a
-// cotangent): recorded by the enclosing transforms when transforms nest. Without
-// ZENITH_HIGHER_ORDER they never nest, so it is never recorded.
+// cotangent): recorded by the enclosing transforms when transforms nest.
 template <element T, int Level, expression E>
 array<T> evaluate_for_rules(E const& e) {
-  if constexpr (max_recorded_level == 0)
-    return evaluate_untraced<T>(e);
-  else
-    return evaluate_at_level<T, Level>(e);
+  return evaluate_at_level<T, Level>(e);
 }
 
 // e as an array, for a derivative rule that reads e's value without recording it. Under a

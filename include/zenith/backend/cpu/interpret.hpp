@@ -149,40 +149,41 @@ elementwise_plan plan_elementwise(graph const& g, equation const& e) {
   return p;
 }
 
-// The interpreter's state: every value's array once computed. A template, as everything here,
-// so that only a program that runs a graph compiles it.
+// The interpreter's state: every value's array once computed (vals, by value id), and the
+// equations that run. A template, as everything here, so that only a program that runs a graph
+// compiles it.
 template <class = void>
 struct machine {
   graph const& g;
-  std::vector<any_array> vals;
+  std::vector<any_array>& vals;
   std::vector<std::size_t> order;     // the equations that run, in graph order
   std::vector<std::size_t> last_use;  // per value: the last position in order reading it
 
-  explicit machine(graph const& gr) : g(gr), vals(gr.values().size()), last_use(vals.size(), 0) {}
-
-  // Once the inputs and known values are in: the equations that run are those whose result an
-  // output needs and that no known value already supplies.
-  void plan() {
+  // Values read after the last equation (kept) are stored whatever else reads them.
+  machine(graph const& gr, std::vector<any_array>& v, std::vector<std::size_t> o,
+          std::vector<value_id> const& kept)
+      : g(gr), vals(v), order(std::move(o)), last_use(gr.values().size(), 0) {
+    vals.resize(gr.values().size());
     auto const& eqs = g.equations();
-    std::vector<char> needed(vals.size(), 0);
-    for (value_id v : g.outputs()) needed[v] = 1;
-    for (std::size_t i = eqs.size(); i-- > 0;)
-      if (needed[eqs[i].output] && vals[eqs[i].output].empty())
-        for (value_id v : eqs[i].inputs) needed[v] = 1;
-    for (std::size_t i = 0; i < eqs.size(); ++i)
-      if (needed[eqs[i].output] && vals[eqs[i].output].empty()) order.push_back(i);
     for (std::size_t k = 0; k < order.size(); ++k)
       for (value_id v : eqs[order[k]].inputs) last_use[v] = k;
-    for (value_id v : g.outputs()) last_use[v] = order.size();
+    for (value_id v : kept) last_use[v] = order.size();
   }
 
   any_array const& operand(value_id v) {
     if (vals[v].empty()) {
       value const& x = g.at(v);
-      if (x.kind != value_kind::literal)
+      if (x.kind == value_kind::constant)
+        vals[v] = with_dtype(x.dtype, [&]<class T>() -> any_array {
+          return array<T>::from_buffer(std::const_pointer_cast<buffer>(x.data),
+                                       static_cast<T*>(const_cast<void*>(x.ptr)), x.shape);
+        });
+      else if (x.kind == value_kind::literal)
+        vals[v] = with_dtype(x.dtype, [&]<class T>() -> any_array {
+          return full<T>({}, T(compute_t<T>(x.literal)));
+        });
+      else
         throw value_error("ir::run: value " + std::to_string(v) + " read before it is computed");
-      vals[v] = with_dtype(
-          x.dtype, [&]<class T>() -> any_array { return full<T>({}, T(compute_t<T>(x.literal))); });
     }
     return vals[v];
   }
@@ -344,7 +345,8 @@ void machine<U>::run_barrier(equation const& e) {
   if (op == "reshape" || op == "squeeze") {
     r = with_dtype(a.dtype(), [&]<class T>() -> any_array {
       array<T> x = a.as<T>();
-      return array<T>::from_buffer(x.storage(), x.data(), out.shape);
+      // Under an identity of its own: a buffer names one value (the tape binds it to one).
+      return array<T>::from_buffer(buffer::alias(x.storage()), x.data(), out.shape);
     });
   } else if (op == "broadcast_in_dim") {
     auto dims = ints("broadcast_dimensions");
@@ -435,7 +437,8 @@ void machine<U>::run_barrier(equation const& e) {
     any_array const& b = operand(e.inputs.at(1));
     r = with_float(out.dtype, op, [&]<class T>() -> any_array {
       using zenith::detail::conv2d_geometry_of, zenith::detail::conv2d_into;
-      array<T> y = array<T>::empty(out.shape);
+      array<T> y = zeros<T>(out.shape);  // input_grad adds into it
+      if (out.shape.numel() == 0 || a.shape().numel() == 0 || b.shape().numel() == 0) return y;
       T const *pa = a.as<T>().data(), *pb = b.as<T>().data();
       if (op == "conv2d")
         conv2d_into<conv2d_part::output>(pa, pb, conv2d_geometry_of(a.shape(), b.shape(), opt),
@@ -482,41 +485,31 @@ void machine<U>::run_barrier(equation const& e) {
 
 }  // namespace detail
 
-// Runs g on the given inputs (one per g.inputs(), of its dtype and shape); returns one array per
-// g.outputs(). Constants come from the graph. `known` gives values already computed (a tape's
-// materialized results): the equations that compute them do not run. Neither do equations no
-// output needs.
+// The equations that compute what `outputs` need and vals does not hold yet, in graph order.
 template <class = void>
-std::vector<any_array> run(graph const& g, std::vector<any_array> const& inputs,
-                           std::vector<std::pair<value_id, any_array>> const& known = {}) {
-  if (inputs.size() != g.inputs().size())
-    throw value_error("ir::run: " + std::to_string(inputs.size()) + " inputs given to a graph of " +
-                      std::to_string(g.inputs().size()));
-  detail::machine<> m(g);
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    value const& x = g.at(g.inputs()[i]);
-    if (inputs[i].dtype() != x.dtype || !(inputs[i].shape() == x.shape))
-      throw shape_error("ir::run: input " + std::to_string(i) + " is " +
-                        std::string(dtype_name(inputs[i].dtype())) + inputs[i].shape().str() +
-                        ", the graph's " + std::string(dtype_name(x.dtype)) + x.shape.str());
-    m.vals[g.inputs()[i]] = inputs[i];
-  }
-  for (value_id c : g.constants()) {
-    value const& x = g.at(c);
-    m.vals[c] = with_dtype(x.dtype, [&]<class T>() -> any_array {
-      return array<T>::from_buffer(std::const_pointer_cast<buffer>(x.data),
-                                   static_cast<T*>(const_cast<void*>(x.ptr)), x.shape);
-    });
-  }
-  for (auto const& [v, a] : known) {
-    value const& x = g.at(v);
-    if (a.dtype() != x.dtype || !(a.shape() == x.shape))
-      throw shape_error("ir::run: known value " + std::to_string(v) + " is " +
-                        std::string(dtype_name(a.dtype())) + a.shape().str() + ", the graph's " +
-                        std::string(dtype_name(x.dtype)) + x.shape.str());
-    m.vals[v] = a;
-  }
-  m.plan();
+std::vector<std::size_t> needed_equations(graph const& g, std::vector<any_array> const& vals,
+                                          std::vector<value_id> const& outputs) {
+  auto const& eqs = g.equations();
+  std::vector<char> needed(g.values().size(), 0);
+  auto missing = [&](value_id v) { return v >= vals.size() || vals[v].empty(); };
+  for (value_id v : outputs) needed[v] = 1;
+  std::vector<std::size_t> order;
+  for (std::size_t i = eqs.size(); i-- > 0;)
+    if (needed[eqs[i].output] && missing(eqs[i].output)) {
+      order.push_back(i);
+      for (value_id v : eqs[i].inputs) needed[v] = 1;
+    }
+  return {order.rbegin(), order.rend()};
+}
+
+// Runs the equations at positions `order` (ascending) of g. vals holds, by value id, every
+// value they read that none of them computes (inputs, constants and literals are filled in
+// when read); each equation's result is stored into it when a later one outside its fused
+// region reads it, when it is a barrier's, or when it is listed in `kept`.
+template <class = void>
+void run_equations(graph const& g, std::vector<any_array>& vals, std::vector<std::size_t> order,
+                   std::vector<value_id> const& kept) {
+  detail::machine<> m(g, vals, std::move(order), kept);
   auto const& eqs = g.equations();
   std::vector<detail::elementwise_plan> plans(m.order.size());
   for (std::size_t k = 0; k < m.order.size(); ++k)
@@ -535,8 +528,44 @@ std::vector<any_array> run(graph const& g, std::vector<any_array> const& inputs,
                                                        plans.begin() + std::ptrdiff_t(j)));
     i = j;
   }
+}
+
+// Runs g on the given inputs (one per g.inputs(), of its dtype and shape); returns one array per
+// g.outputs(). Constants come from the graph. `known` gives values already computed (a tape's
+// materialized results): the equations that compute them do not run. Neither do equations no
+// output needs.
+template <class = void>
+std::vector<any_array> run(graph const& g, std::vector<any_array> const& inputs,
+                           std::vector<std::pair<value_id, any_array>> const& known = {}) {
+  if (inputs.size() != g.inputs().size())
+    throw value_error("ir::run: " + std::to_string(inputs.size()) + " inputs given to a graph of " +
+                      std::to_string(g.inputs().size()));
+  std::vector<any_array> vals(g.values().size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    value const& x = g.at(g.inputs()[i]);
+    if (inputs[i].dtype() != x.dtype || !(inputs[i].shape() == x.shape))
+      throw shape_error("ir::run: input " + std::to_string(i) + " is " +
+                        std::string(dtype_name(inputs[i].dtype())) + inputs[i].shape().str() +
+                        ", the graph's " + std::string(dtype_name(x.dtype)) + x.shape.str());
+    vals[g.inputs()[i]] = inputs[i];
+  }
+  for (auto const& [v, a] : known) {
+    value const& x = g.at(v);
+    if (a.dtype() != x.dtype || !(a.shape() == x.shape))
+      throw shape_error("ir::run: known value " + std::to_string(v) + " is " +
+                        std::string(dtype_name(a.dtype())) + a.shape().str() + ", the graph's " +
+                        std::string(dtype_name(x.dtype)) + x.shape.str());
+    vals[v] = a;
+  }
+  run_equations(g, vals, needed_equations(g, vals, g.outputs()), g.outputs());
   std::vector<any_array> out;
-  for (value_id v : g.outputs()) out.push_back(m.operand(v));
+  for (value_id v : g.outputs()) {
+    if (vals[v].empty()) {  // an input, a constant or a literal given as an output
+      detail::machine<> m(g, vals, {}, {});
+      m.operand(v);
+    }
+    out.push_back(vals[v]);
+  }
   return out;
 }
 

@@ -1,0 +1,302 @@
+#pragma once
+// Running a trace's IR (autodiff/ir_tape.hpp): the hooks a transform installs when it starts.
+//
+// - compute: the equations a materialization appended, run by the block interpreter
+//   (backend/cpu/interpret.hpp); every array it stores on the way is kept by value id.
+// - pull: the backward pass of a tape segment: its equations' reverse mode appended to a copy of
+//   the graph (autodiff/ir_vjp.hpp), seeded with the cotangents the segment's results got, and
+//   run with every value the trace kept known; the cotangents of the values the segment read
+//   go back to the sink by buffer.
+// - tangents (jvp, at the end of the traced call): the tangent equations of the whole graph
+//   (autodiff/ir_jvp.hpp), run once.
+//
+// Each run happens under the enclosing traces, which record the equations that read their
+// traced arrays (record_run): so a backward pass run inside another transform is that
+// transform's IR in turn, and nested transforms need no code of their own.
+//
+// Arrays on a device are computed on the host, copied there and back: the IR has no device
+// kernels yet.
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "../backend/cpu/interpret.hpp"
+#include "../core/recording.hpp"
+#include "forward.hpp"
+#include "ir_jvp.hpp"
+#include "ir_tape.hpp"
+#include "ir_vjp.hpp"
+#include "tape.hpp"
+
+namespace zenith::detail {
+
+inline any_array any_to(any_array const& a, device d) {
+  return with_dtype(a.dtype(), [&]<class T>() -> any_array { return a.as<T>().to(d); });
+}
+
+// Records into trace t the equations at positions `order` of g (run with vals) that read
+// arrays t traces: each result bound where it has an array, marked traced.
+template <class = void>
+void record_run_into(trace_state& t, ir::graph const& g, std::vector<any_array> const& vals,
+                     std::vector<std::size_t> const& order) {
+  ir_trace& ir = *t.ir;
+  auto const& eqs = g.equations();
+  std::vector<char> computed(g.values().size(), 0), dep(g.values().size(), 0);
+  std::vector<std::size_t> made_by(g.values().size(), 0);
+  for (std::size_t i : order) {
+    computed[eqs[i].output] = 1;
+    made_by[eqs[i].output] = i;
+  }
+  auto traced = [&](ir::value_id v) {
+    return !vals[v].empty() && t.reads_traced(vals[v].storage().get());
+  };
+  bool any = false;
+  for (std::size_t i : order) {
+    bool d = false;
+    for (ir::value_id v : eqs[i].inputs) d = d || dep[v] || (!computed[v] && traced(v));
+    dep[eqs[i].output] = d;
+    any = any || d;
+  }
+  if (!any) return;
+  std::size_t first = ir.graph.equations().size();
+  auto first_value = ir::value_id(ir.graph.values().size());
+  std::vector<std::optional<ir::value_id>> map(g.values().size());
+  auto map_value = [&](auto& self, ir::value_id v) -> ir::value_id {
+    if (map[v]) return *map[v];
+    ir::value const& x = g.at(v);
+    ir::value_id id;
+    if (x.kind == ir::value_kind::literal) {
+      id = ir.graph.add_literal(x.dtype, x.literal);
+    } else if (computed[v] && (dep[v] || vals[v].empty())) {
+      ir::equation const& e = eqs[made_by[v]];
+      std::vector<ir::value_id> in;
+      for (ir::value_id u : e.inputs) in.push_back(self(self, u));
+      id = ir.graph.add_equation(e.op, std::move(in), x.dtype, x.shape, e.attrs);
+      if (!vals[v].empty()) {
+        ir.bind(id, vals[v]);
+        if (dep[v]) t.traced.insert(vals[v].storage().get());
+      }
+    } else if (ir::value_id const* b = ir.rec.find(vals[v].storage().get())) {
+      id = *b;  // a value t holds already
+    } else {
+      id = with_dtype(x.dtype, [&]<class T>() { return ir.rec.leaf(vals[v].as<T>()); });
+    }
+    map[v] = id;
+    return id;
+  };
+  for (std::size_t i : order)
+    if (dep[eqs[i].output]) map_value(map_value, eqs[i].output);
+  note_recorded(t, first, first_value);
+}
+
+// An IR run as a step of a jit recording (core/recording.hpp): on a replay the same equations
+// run again on the arrays at its read pointers, and their results are copied to its write
+// pointers, where the recorded run stored them.
+struct ir_run_step {
+  std::shared_ptr<ir::graph const> g;
+  std::vector<std::size_t> order;
+  std::vector<ir::value_id> in_ids, out_ids;
+  std::vector<any_array> in_arrays, out_arrays;  // as recorded: dtype and shape, kept alive
+  std::vector<char*> in_ptrs, out_ptrs;
+
+  static any_array at(any_array const& a, char* p) {
+    return with_dtype(a.dtype(), [&]<class T>() -> any_array {
+      auto b = buffer::borrow(p, a.shape().numel() * sizeof(T));
+      return array<T>::from_buffer(std::move(b), reinterpret_cast<T*>(p), a.shape());
+    });
+  }
+  void run() {
+    std::vector<any_array> vals(g->values().size());
+    for (std::size_t i = 0; i < in_ids.size(); ++i) vals[in_ids[i]] = at(in_arrays[i], in_ptrs[i]);
+    ir::run_equations(*g, vals, order, out_ids);
+    for (std::size_t i = 0; i < out_ids.size(); ++i) {
+      any_array const& r = vals[out_ids[i]];
+      std::size_t bytes = r.shape().numel() * ir::detail::element_size(r.dtype());
+      if (static_cast<void const*>(out_ptrs[i]) != r.data())
+        std::memmove(out_ptrs[i], r.data(), bytes);
+    }
+  }
+  void pointers(pointer_list& v) {
+    for (char*& p : in_ptrs) v.reads(p);
+    for (char*& p : out_ptrs) v.writes(p);
+  }
+};
+
+// Runs the equations at positions `order` of g with vals (interpret.hpp's run_equations), on
+// the host, and records them into every active trace that reads what they read; a jit
+// recording keeps the run as one step.
+template <class = void>
+void run_traced(ir::graph const& g, std::vector<any_array>& vals, std::vector<std::size_t> order,
+                std::vector<ir::value_id> const& kept) {
+  vals.resize(g.values().size());
+  device d = cpu;
+  for (any_array const& a : vals)
+    if (!a.empty() && a.storage()->where() != cpu) d = a.storage()->where();
+  recording* rec = active_recording();
+  if (d != cpu) {
+    note_unreplayable("an IR run over device arrays");
+    std::vector<any_array> host(vals.size());
+    for (std::size_t v = 0; v < vals.size(); ++v)
+      if (!vals[v].empty())
+        host[v] = vals[v].storage()->where() == cpu ? vals[v] : any_to(vals[v], cpu);
+    ir::run_equations(g, host, order, kept);
+    for (std::size_t i : order) {
+      ir::value_id v = g.equations()[i].output;
+      if (!host[v].empty()) vals[v] = any_to(host[v], d);
+    }
+  } else if (rec) {
+    ir_run_step step;
+    std::vector<char> computed(g.values().size(), 0), seen(g.values().size(), 0);
+    for (std::size_t i : order) computed[g.equations()[i].output] = 1;
+    for (std::size_t i : order)
+      for (ir::value_id v : g.equations()[i].inputs) {
+        ir::value const& x = g.at(v);
+        if (vals[v].empty() && x.kind == ir::value_kind::constant)  // a pointer of the step too
+          vals[v] = with_dtype(x.dtype, [&]<class T>() -> any_array {
+            return array<T>::from_buffer(std::const_pointer_cast<buffer>(x.data),
+                                         static_cast<T*>(const_cast<void*>(x.ptr)), x.shape);
+          });
+        // A literal's array is made again by the run (it is not a pointer of the step).
+        if (!computed[v] && !seen[v] && !vals[v].empty() && x.kind != ir::value_kind::literal) {
+          seen[v] = 1;
+          step.in_ids.push_back(v);
+          step.in_arrays.push_back(vals[v]);
+          step.in_ptrs.push_back(static_cast<char*>(const_cast<void*>(vals[v].data())));
+        }
+      }
+    // The run is the step: the steps its own work recorded are dropped (what it allocates is
+    // still the recording's, so that a replay may write it).
+    std::size_t mark = rec->steps.size();
+    ir::run_equations(g, vals, order, kept);
+    rec->steps.resize(mark);
+    for (std::size_t i : order) {
+      ir::value_id v = g.equations()[i].output;
+      if (vals[v].empty()) continue;
+      step.out_ids.push_back(v);
+      step.out_arrays.push_back(vals[v]);
+      step.out_ptrs.push_back(static_cast<char*>(const_cast<void*>(vals[v].data())));
+    }
+    step.g = std::make_shared<ir::graph const>(g);
+    step.order = std::move(order);
+    rec->steps.push_back(std::make_unique<step_of<ir_run_step>>(std::move(step)));
+    order = static_cast<step_of<ir_run_step>&>(*rec->steps.back()).state.order;
+  } else {
+    ir::run_equations(g, vals, order, kept);
+  }
+  for (trace_state* t = active_trace(); t; t = t->parent) record_run_into(*t, g, vals, order);
+}
+
+template <class = void>
+any_array compute_hook(trace_state& t, std::size_t first, ir::value_id out) {
+  ir_trace& ir = *t.ir;
+  std::vector<std::size_t> order;
+  for (std::size_t i = first; i < ir.graph.equations().size(); ++i) order.push_back(i);
+  // Into the trace's own arrays: what is stored on the way (a matmul's result below a tanh)
+  // stays there for the backward pass.
+  run_traced(ir.graph, ir.arrays, std::move(order), {out});
+  return ir.arrays[out];
+}
+
+template <class = void>
+void pull_hook(trace_state& t, std::size_t first, std::size_t last, ir::value_id first_value,
+               ir::value_id last_value, autodiff::cotangents& cts) {
+  ir_trace& ir = *t.ir;
+  ir::graph g = ir.graph;  // the backward's equations go to a copy: the trace's IR stays as is
+  std::vector<any_array> vals = ir.arrays;
+  vals.resize(g.values().size());
+  std::vector<ir::value_id> outs, seeds, wrt;
+  for (ir::value_id v = first_value; v < last_value; ++v) {
+    any_array const* a = ir.array_of(v);
+    if (!a || !ir::detail::floating_dtype(a->dtype())) continue;
+    std::optional<any_array> ct =
+        with_dtype(a->dtype(), [&]<class T>() -> std::optional<any_array> {
+          if constexpr (floating_element<T>)
+            if (auto c = cts.template take<T>(a->storage().get())) return any_array(*c);
+          return std::nullopt;
+        });
+    if (!ct) continue;
+    outs.push_back(v);
+    seeds.push_back(g.add_input(ct->dtype(), ct->shape()));
+    vals.resize(g.values().size());
+    vals[seeds.back()] = *ct;
+  }
+  if (outs.empty()) return;
+  std::vector<char> seen(g.values().size(), 0);
+  for (std::size_t i = first; i < last; ++i)
+    for (ir::value_id v : g.equations()[i].inputs)
+      if (v < first_value && !seen[v] && ir.array_of(v) &&
+          t.reads_traced(ir.arrays[v].storage().get())) {
+        seen[v] = 1;
+        wrt.push_back(v);
+      }
+  auto r = ir::append_vjp(g, outs, seeds, wrt, first);
+  std::vector<ir::value_id> want;
+  for (auto const& c : r)
+    if (c) want.push_back(*c);
+  if (want.empty()) return;
+  run_traced(g, vals, ir::needed_equations(g, vals, want), want);
+  for (std::size_t k = 0; k < wrt.size(); ++k) {
+    if (!r[k]) continue;
+    any_array const& a = ir.arrays[wrt[k]];
+    with_dtype(a.dtype(), [&]<class T>() {
+      if constexpr (floating_element<T>) cts(a.as<T>(), vals[*r[k]].as<T>());
+    });
+  }
+}
+
+inline ir_trace::hooks const ir_hooks{&compute_hook<>, &pull_hook<>};
+
+// A trace's IR state, run by the hooks above.
+inline std::shared_ptr<ir_trace> make_ir_trace() {
+  auto ir = std::make_shared<ir_trace>();
+  ir->run = &ir_hooks;
+  return ir;
+}
+
+// The tangents of everything trace t holds (forward mode), from the tangents ts has for its
+// inputs: t's graph differentiated forward once, run, each result's tangent set in ts.
+template <class = void>
+void compute_tangents(trace_state& t, autodiff::tangents& ts) {
+  ir_trace& ir = *t.ir;
+  ir::graph g = ir.graph;
+  std::vector<any_array> vals = ir.arrays;
+  std::vector<ir::value_id> primals, tangents, outputs;
+  for (ir::value_id v : ir.graph.inputs()) {
+    any_array const* a = ir.array_of(v);
+    if (!a) continue;
+    std::optional<any_array> tan =
+        with_dtype(a->dtype(), [&]<class T>() -> std::optional<any_array> {
+          if constexpr (floating_element<T>)
+            if (array<T> const* x = ts.template find<T>(a->storage().get())) return any_array(*x);
+          return std::nullopt;
+        });
+    if (!tan) continue;
+    primals.push_back(v);
+    tangents.push_back(g.add_input(tan->dtype(), tan->shape()));
+    vals.resize(g.values().size());
+    vals[tangents.back()] = *tan;
+  }
+  for (ir::value_id v = 0; v < ir.arrays.size(); ++v)
+    if (ir.array_of(v) && g.at(v).kind == ir::value_kind::result &&
+        t.reads_traced(ir.arrays[v].storage().get()))
+      outputs.push_back(v);
+  if (primals.empty() || outputs.empty()) return;
+  auto r = ir::append_jvp(g, primals, tangents, outputs);
+  std::vector<ir::value_id> want;
+  for (auto const& c : r)
+    if (c) want.push_back(*c);
+  if (want.empty()) return;
+  run_traced(g, vals, ir::needed_equations(g, vals, want), want);
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    if (!r[k]) continue;
+    any_array const& a = ir.arrays[outputs[k]];
+    with_dtype(a.dtype(), [&]<class T>() {
+      if constexpr (floating_element<T>) ts.set(a.storage(), vals[*r[k]].as<T>());
+    });
+  }
+}
+
+}  // namespace zenith::detail
