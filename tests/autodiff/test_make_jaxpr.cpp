@@ -2,6 +2,7 @@
 // functions (tests/data/jaxpr_reference.txt, made by tests/data/jaxpr_reference.py), and the
 // graph's data (dtypes, shapes, attributes, constants, literals) read directly.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -170,4 +171,32 @@ TEST_CASE("make_jaxpr: errors", "[make_jaxpr]") {
                     Catch::Contains("make_jaxpr") && Catch::Contains("no storage"));
   zn::ir::graph g;
   CHECK_THROWS_AS(g.add_equation("neg", {7}, zn::dtype::float32, {}), zn::value_error);
+}
+
+TEST_CASE("make_jaxpr of a function that calls grad: the backward pass is in the graph",
+          "[make_jaxpr][grad]") {
+  // A runtime loop under grad, inside make_jaxpr: the gradient's equations (forward and
+  // backward) are recorded, so running the graph on other inputs gives the gradient there.
+  auto loss = [](zn::array<double> const& w, zn::array<double> const& x) {
+    zn::array<double> h = zn::tanh(zn::matmul(x, w));
+    h = zn::sin(h) * h;
+    return zn::sum(h * h);
+  };
+  auto df = [&](zn::array<double> const& w, zn::array<double> const& x) {
+    return zn::grad(loss)(w, x);
+  };
+  auto at = [](zn::shape s, double k) {
+    auto a = zn::array<double>::empty(s);
+    for (std::size_t i = 0; i < a.size(); ++i) a.data()[i] = std::sin(k * double(i + 1));
+    return a;
+  };
+  zn::array<double> w = at({3, 2}, 0.7), x = at({4, 3}, 1.3);
+  auto j = zn::make_jaxpr(df)(w, x);
+  std::string text = j.str();
+  CHECK(text.find("dot_general") != std::string::npos);
+  CHECK(text.find("transpose") != std::string::npos);  // the matmul's backward
+  zn::array<double> w2 = at({3, 2}, 0.4), x2 = at({4, 3}, 2.1);
+  auto out = zn::ir::run(j.graph(), {w2, x2});
+  REQUIRE(out.size() == 1);
+  CHECK(zn::allclose(out[0].as<double>(), df(w2, x2), 1e-12, 1e-14));
 }

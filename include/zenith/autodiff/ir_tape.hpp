@@ -47,6 +47,9 @@ struct ir_trace {
   ir::graph graph;
   ir::recorder rec{graph};
   std::vector<any_array> arrays;  // by value id: the array a value holds, where kept
+  // Every other buffer rec binds (an alias of an argument, an array a value held before): a
+  // bound buffer must outlive its binding, or a new one at its address would read its value.
+  std::vector<std::shared_ptr<buffer>> held;
   hooks const* run = nullptr;
 
   ir_trace() = default;
@@ -56,6 +59,9 @@ struct ir_trace {
   // Value v is held in a (kept for the backward pass).
   void keep(ir::value_id v, any_array a) {
     if (arrays.size() <= v) arrays.resize(std::size_t(v) + 1);
+    if (!arrays[v].empty() && arrays[v].storage() != a.storage() &&
+        rec.find(arrays[v].storage().get()))
+      held.push_back(arrays[v].storage());
     arrays[v] = std::move(a);
   }
   // ... and expressions that read a's buffer read v.
@@ -171,6 +177,7 @@ void trace_alias(trace_state* outer, array<T> const& original,
     ir::value_id const* v = t->ir->rec.find(original.storage().get());
     if (!v || !t->reads_traced(original.storage().get())) continue;
     t->ir->rec.bind(alias.get(), *v);
+    t->ir->held.push_back(alias);
     t->traced.insert(alias.get());
   }
 }

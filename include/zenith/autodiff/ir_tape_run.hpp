@@ -132,16 +132,35 @@ template <class = void>
 void run_traced(ir::graph const& g, std::vector<any_array>& vals, std::vector<std::size_t> order,
                 std::vector<ir::value_id> const& kept) {
   vals.resize(g.values().size());
+  std::vector<char> computed(g.values().size(), 0);
+  for (std::size_t i : order) computed[g.equations()[i].output] = 1;
+  // What the equations read: their constants too (an array on a device, or a pointer of a jit
+  // step), made arrays here rather than inside the interpreter.
+  std::vector<ir::value_id> reads;
+  {
+    std::vector<char> seen(g.values().size(), 0);
+    for (std::size_t i : order)
+      for (ir::value_id v : g.equations()[i].inputs) {
+        ir::value const& x = g.at(v);
+        if (computed[v] || seen[v] || x.kind == ir::value_kind::literal) continue;
+        seen[v] = 1;
+        if (vals[v].empty() && x.kind == ir::value_kind::constant)
+          vals[v] = with_dtype(x.dtype, [&]<class T>() -> any_array {
+            return array<T>::from_buffer(std::const_pointer_cast<buffer>(x.data),
+                                         static_cast<T*>(const_cast<void*>(x.ptr)), x.shape);
+          });
+        if (!vals[v].empty()) reads.push_back(v);
+      }
+  }
   device d = cpu;
-  for (any_array const& a : vals)
-    if (!a.empty() && a.storage()->where() != cpu) d = a.storage()->where();
+  for (ir::value_id v : reads)
+    if (vals[v].storage()->where() != cpu) d = vals[v].storage()->where();
   recording* rec = active_recording();
   if (d != cpu) {
     note_unreplayable("an IR run over device arrays");
     std::vector<any_array> host(vals.size());
-    for (std::size_t v = 0; v < vals.size(); ++v)
-      if (!vals[v].empty())
-        host[v] = vals[v].storage()->where() == cpu ? vals[v] : any_to(vals[v], cpu);
+    for (ir::value_id v : reads)
+      host[v] = vals[v].storage()->where() == cpu ? vals[v] : any_to(vals[v], cpu);
     ir::run_equations(g, host, order, kept);
     for (std::size_t i : order) {
       ir::value_id v = g.equations()[i].output;
@@ -149,24 +168,11 @@ void run_traced(ir::graph const& g, std::vector<any_array>& vals, std::vector<st
     }
   } else if (rec) {
     ir_run_step step;
-    std::vector<char> computed(g.values().size(), 0), seen(g.values().size(), 0);
-    for (std::size_t i : order) computed[g.equations()[i].output] = 1;
-    for (std::size_t i : order)
-      for (ir::value_id v : g.equations()[i].inputs) {
-        ir::value const& x = g.at(v);
-        if (vals[v].empty() && x.kind == ir::value_kind::constant)  // a pointer of the step too
-          vals[v] = with_dtype(x.dtype, [&]<class T>() -> any_array {
-            return array<T>::from_buffer(std::const_pointer_cast<buffer>(x.data),
-                                         static_cast<T*>(const_cast<void*>(x.ptr)), x.shape);
-          });
-        // A literal's array is made again by the run (it is not a pointer of the step).
-        if (!computed[v] && !seen[v] && !vals[v].empty() && x.kind != ir::value_kind::literal) {
-          seen[v] = 1;
-          step.in_ids.push_back(v);
-          step.in_arrays.push_back(vals[v]);
-          step.in_ptrs.push_back(static_cast<char*>(const_cast<void*>(vals[v].data())));
-        }
-      }
+    for (ir::value_id v : reads) {
+      step.in_ids.push_back(v);
+      step.in_arrays.push_back(vals[v]);
+      step.in_ptrs.push_back(static_cast<char*>(const_cast<void*>(vals[v].data())));
+    }
     // The run is the step: the steps its own work recorded are dropped (what it allocates is
     // still the recording's, so that a replay may write it).
     std::size_t mark = rec->steps.size();

@@ -16,7 +16,6 @@
 #include <cstddef>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -62,13 +61,6 @@ constexpr std::size_t argnum_slot() {
 // The trace of a transform that starts now: nested in the active one, if any (grad of grad, jvp
 // of grad), which then records the new transform's work (core/trace.hpp).
 inline trace_state nested_trace(char const* transform) {
-  int depth = 0;
-  for (trace_state* t = active_trace(); t; t = t->parent) depth += t->transform != "make_jaxpr";
-  if (depth >= 2 && std::string_view(transform) != "make_jaxpr")
-    throw value_error(std::string(transform) + " inside " + active_trace()->transform + " inside " +
-                      active_trace()->parent->transform +
-                      ": derivatives of arrays of order 3 or more are not supported (a "
-                      "derivative of a derivative is being differentiated again)");
   trace_state st;
   st.transform = transform;
   st.parent = active_trace();
