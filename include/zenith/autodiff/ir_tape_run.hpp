@@ -130,7 +130,7 @@ struct ir_run_step {
 // recording keeps the run as one step.
 template <class = void>
 void run_traced(ir::graph const& g, std::vector<any_array>& vals, std::vector<std::size_t> order,
-                std::vector<ir::value_id> const& kept) {
+                std::vector<ir::value_id> const& kept, bool release_dead = false) {
   vals.resize(g.values().size());
   std::vector<char> computed(g.values().size(), 0);
   for (std::size_t i : order) computed[g.equations()[i].output] = 1;
@@ -161,7 +161,7 @@ void run_traced(ir::graph const& g, std::vector<any_array>& vals, std::vector<st
     std::vector<any_array> host(vals.size());
     for (ir::value_id v : reads)
       host[v] = vals[v].storage()->where() == cpu ? vals[v] : any_to(vals[v], cpu);
-    ir::run_equations(g, host, order, kept);
+    ir::run_equations(g, host, order, kept, release_dead);
     for (std::size_t i : order) {
       ir::value_id v = g.equations()[i].output;
       if (!host[v].empty()) vals[v] = any_to(host[v], d);
@@ -176,7 +176,7 @@ void run_traced(ir::graph const& g, std::vector<any_array>& vals, std::vector<st
     // The run is the step: the steps its own work recorded are dropped (what it allocates is
     // still the recording's, so that a replay may write it).
     std::size_t mark = rec->steps.size();
-    ir::run_equations(g, vals, order, kept);
+    ir::run_equations(g, vals, order, kept, release_dead);
     rec->steps.resize(mark);
     for (std::size_t i : order) {
       ir::value_id v = g.equations()[i].output;
@@ -190,7 +190,7 @@ void run_traced(ir::graph const& g, std::vector<any_array>& vals, std::vector<st
     rec->steps.push_back(std::make_unique<step_of<ir_run_step>>(std::move(step)));
     order = static_cast<step_of<ir_run_step>&>(*rec->steps.back()).state.order;
   } else {
-    ir::run_equations(g, vals, order, kept);
+    ir::run_equations(g, vals, order, kept, release_dead);
   }
   for (trace_state* t = active_trace(); t; t = t->parent) record_run_into(*t, g, vals, order);
 }
@@ -243,7 +243,7 @@ void pull_hook(trace_state& t, std::size_t first, std::size_t last, ir::value_id
   for (auto const& c : r)
     if (c) want.push_back(*c);
   if (want.empty()) return;
-  run_traced(g, vals, ir::needed_equations(g, vals, want), want);
+  run_traced(g, vals, ir::needed_equations(g, vals, want), want, true);
   for (std::size_t k = 0; k < wrt.size(); ++k) {
     if (!r[k]) continue;
     any_array const& a = ir.arrays[wrt[k]];
@@ -295,7 +295,7 @@ void compute_tangents(trace_state& t, autodiff::tangents& ts) {
   for (auto const& c : r)
     if (c) want.push_back(*c);
   if (want.empty()) return;
-  run_traced(g, vals, ir::needed_equations(g, vals, want), want);
+  run_traced(g, vals, ir::needed_equations(g, vals, want), want, true);
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     if (!r[k]) continue;
     any_array const& a = ir.arrays[outputs[k]];

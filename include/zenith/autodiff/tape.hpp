@@ -207,6 +207,7 @@ inline void pull_tape(zenith::detail::trace_state& st, cotangents& cts, tape_use
   if (use == tape_use::consume) {
     while (!st.tape.empty()) {
       st.tape.back()->pull(cts);
+      st.tape.back()->forget(st, nullptr);  // what it kept for this pass is freed now
       st.tape.pop_back();
     }
   } else {

@@ -305,6 +305,36 @@ struct machine {
   }
 
   void run_barrier(equation const& e);
+  void run_dot(equation const& e);
+
+  // Transposes of the last two axes that only dot_general reads are not run: the product reads
+  // their operand transposed (BLAS's flag) instead of a transposed copy.
+  std::vector<value_id> folded;  // per value: the transposed operand + 1, or 0
+
+  void fold_transposes(std::vector<value_id> const& kept) {
+    auto const& eqs = g.equations();
+    folded.assign(vals.size(), 0);
+    std::vector<int> readers(vals.size(), 0), dots(vals.size(), 0);
+    for (std::size_t i : order)
+      for (value_id v : eqs[i].inputs) {
+        ++readers[v];
+        if (eqs[i].op == "dot_general") ++dots[v];
+      }
+    for (value_id v : kept) readers[v] = -1;
+    for (std::size_t i : order) {
+      equation const& e = eqs[i];
+      if (e.op != "transpose" || readers[e.output] <= 0 || readers[e.output] != dots[e.output])
+        continue;
+      auto perm = e.attrs.get<std::vector<std::int64_t>>("permutation");
+      std::size_t r = perm.size();
+      bool swap =
+          r >= 2 && perm[r - 1] == std::int64_t(r - 2) && perm[r - 2] == std::int64_t(r - 1);
+      for (std::size_t k = 0; swap && k + 2 < r; ++k) swap = perm[k] == std::int64_t(k);
+      if (!swap) continue;
+      folded[e.output] = e.inputs[0] + 1;
+      last_use[e.inputs[0]] = std::max(last_use[e.inputs[0]], last_use[e.output]);
+    }
+  }
 };
 
 // numpy's matmul of a and b, the dot_general that expr/to_ir.hpp records for it; other
@@ -334,9 +364,23 @@ any_array with_float(zenith::dtype d, std::string_view op, F&& f) {
 }
 
 template <class U>
+void machine<U>::run_dot(equation const& e) {
+  value const& out = g.at(e.output);
+  check_matmul_form(g, e);
+  value_id ia = e.inputs[0], ib = e.inputs[1];
+  bool ta = folded[ia] != 0, tb = folded[ib] != 0;
+  any_array const& a = operand(ta ? folded[ia] - 1 : ia);
+  any_array const& b = operand(tb ? folded[ib] - 1 : ib);
+  vals[e.output] = with_float(out.dtype, e.op, [&]<class T>() -> any_array {
+    return matmul_blas(a.as<T>(), b.as<T>(), out.shape, ta, tb);
+  });
+}
+
+template <class U>
 void machine<U>::run_barrier(equation const& e) {
   value const& out = g.at(e.output);
   std::string_view op = e.op;
+  if (op == "dot_general") return run_dot(e);
   any_array const& a = operand(e.inputs.at(0));
   auto ints = [&](std::string_view n) { return e.attrs.get<std::vector<std::int64_t>>(n); };
   auto src = row_major_strides(a.shape());
@@ -406,12 +450,6 @@ void machine<U>::run_barrier(equation const& e) {
                    row_major_strides(p.shape()).data(), 0, p.shape(), element_size(p.dtype()));
       at += std::int64_t(p.shape()[axis]);
     }
-  } else if (op == "dot_general") {
-    check_matmul_form(g, e);
-    any_array const& b = operand(e.inputs.at(1));
-    r = with_float(out.dtype, op, [&]<class T>() -> any_array {
-      return matmul_blas(a.as<T>(), b.as<T>(), out.shape);
-    });
   } else if (op == "softmax" || op == "log_softmax" || op == "layer_norm") {
     std::size_t axis = std::size_t(e.attrs.get<std::int64_t>("axis"));
     r = with_float(a.dtype(), op, [&]<class T>() -> any_array {
@@ -508,15 +546,29 @@ std::vector<std::size_t> needed_equations(graph const& g, std::vector<any_array>
 // region reads it, when it is a barrier's, or when it is listed in `kept`.
 template <class = void>
 void run_equations(graph const& g, std::vector<any_array>& vals, std::vector<std::size_t> order,
-                   std::vector<value_id> const& kept) {
+                   std::vector<value_id> const& kept, bool release_dead = false) {
   detail::machine<> m(g, vals, std::move(order), kept);
+  m.fold_transposes(kept);
   auto const& eqs = g.equations();
   std::vector<detail::elementwise_plan> plans(m.order.size());
   for (std::size_t k = 0; k < m.order.size(); ++k)
     plans[k] = detail::plan_elementwise(g, eqs[m.order[k]]);
+  // With release_dead, a result of this run is released once no later equation reads it (and
+  // it is not kept): a backward pass holds its cotangents only while they are needed.
+  std::vector<std::vector<value_id>> release(m.order.size());
+  for (std::size_t k = 0; k < m.order.size(); ++k) {
+    value_id y = eqs[m.order[k]].output;
+    std::size_t last = std::max(k, m.last_use[y]);
+    if (release_dead && last < m.order.size()) release[last].push_back(y);
+  }
+  auto done = [&](std::size_t from, std::size_t to) {
+    for (std::size_t k = from; k < to; ++k)
+      for (value_id y : release[k]) vals[y] = {};
+  };
   for (std::size_t i = 0; i < m.order.size();) {
     if (!plans[i].kernel) {
-      m.run_barrier(eqs[m.order[i]]);
+      if (!m.folded[eqs[m.order[i]].output]) m.run_barrier(eqs[m.order[i]]);
+      done(i, i + 1);
       ++i;
       continue;
     }
@@ -526,6 +578,7 @@ void run_equations(graph const& g, std::vector<any_array>& vals, std::vector<std
     m.run_region(i, j,
                  std::vector<detail::elementwise_plan>(plans.begin() + std::ptrdiff_t(i),
                                                        plans.begin() + std::ptrdiff_t(j)));
+    done(i, j);
     i = j;
   }
 }

@@ -21,6 +21,17 @@
 
 namespace zenith::ir::detail {
 
+// n elements of type U from sp to dp, with byte strides ss and ds (a word copy, not a call per
+// element).
+template <class U>
+void copy_row(char* dp, std::int64_t ds, char const* sp, std::int64_t ss, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i, dp += ds, sp += ss) {
+    U v;
+    std::memcpy(&v, sp, sizeof(U));
+    std::memcpy(dp, &v, sizeof(U));
+  }
+}
+
 // dst[d_off + sum_k i_k * dst_st[k]] = src[s_off + sum_k i_k * src_st[k]] for every index i of
 // `shape`, elements of `size` bytes, strides and offsets in elements.
 inline void copy_strided(char* dst, std::int64_t const* dst_st, std::int64_t d_off, char const* src,
@@ -45,6 +56,12 @@ inline void copy_strided(char* dst, std::int64_t const* dst_st, std::int64_t d_o
     char const* sp = src + s * std::int64_t(size);
     if (ds == std::int64_t(size) && ss == std::int64_t(size)) {
       std::memcpy(dp, sp, inner * size);
+    } else if (size == 4) {
+      copy_row<std::uint32_t>(dp, ds, sp, ss, inner);
+    } else if (size == 8) {
+      copy_row<std::uint64_t>(dp, ds, sp, ss, inner);
+    } else if (size == 2) {
+      copy_row<std::uint16_t>(dp, ds, sp, ss, inner);
     } else {
       for (std::size_t i = 0; i < inner; ++i, dp += ds, sp += ss) std::memcpy(dp, sp, size);
     }
@@ -143,9 +160,18 @@ any_array reduce(any_array const& a, std::uint32_t mask) {
 
 // numpy's matmul of a and b with equal batch axes or none (the dot_general form the IR records),
 // float or double: BLAS per batch.
+// s with its last two axes swapped.
+inline zenith::shape swap_last_two(zenith::shape s) {
+  if (s.size() >= 2) std::swap(s[s.size() - 1], s[s.size() - 2]);
+  return s;
+}
+
+// numpy's matmul of a and b, each read transposed (its last two axes swapped) where ta / tb.
 template <class T>
-array<T> matmul_blas(array<T> const& a, array<T> const& b, zenith::shape const& out_shape) {
-  auto geo = zenith::detail::matmul_geometry(a.shape(), b.shape());
+array<T> matmul_blas(array<T> const& a, array<T> const& b, zenith::shape const& out_shape,
+                     bool ta = false, bool tb = false) {
+  auto geo = zenith::detail::matmul_geometry(ta ? swap_last_two(a.shape()) : a.shape(),
+                                             tb ? swap_last_two(b.shape()) : b.shape());
   array<T> out = array<T>::empty(out_shape);
   std::size_t batches = geo.batch.numel(), m = geo.m, k = geo.k, n = geo.n;
   std::size_t sa = geo.a_batch.empty() ? 0 : m * k, sb = geo.b_batch.empty() ? 0 : k * n;
@@ -155,7 +181,7 @@ array<T> matmul_blas(array<T> const& a, array<T> const& b, zenith::shape const& 
     return out;
   }
   for (std::size_t i = 0; i < batches; ++i)
-    zenith::detail::conv_gemm(false, false, m, n, k, a.data() + i * sa, b.data() + i * sb, T(0),
+    zenith::detail::conv_gemm(ta, tb, m, n, k, a.data() + i * sa, b.data() + i * sb, T(0),
                               out.data() + i * m * n);
   return out;
 }
