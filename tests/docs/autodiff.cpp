@@ -44,7 +44,7 @@ void runtime_loop() {
   // A runtime loop over layers: plain arrays, intermediates materialized as usual.
   auto mlp = [](std::vector<zn::array<double>> const& ws, zn::array<double> const& x) {
     zn::array<double> h = x;
-    for (auto const& w : ws) h = zn::tanh(zn::matmul(h, w));  // one tape entry per layer
+    for (auto const& w : ws) h = zn::tanh(zn::matmul(h, w));  // recorded as IR
     return zn::sum(h * h);
   };
   std::vector<zn::array<double>> ws{zn::full<double>({3, 4}, 0.1), zn::full<double>({4, 2}, -0.2)};
