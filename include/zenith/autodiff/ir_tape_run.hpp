@@ -145,10 +145,7 @@ void run_traced(ir::graph const& g, std::vector<any_array>& vals, std::vector<st
         if (computed[v] || seen[v] || x.kind == ir::value_kind::literal) continue;
         seen[v] = 1;
         if (vals[v].empty() && x.kind == ir::value_kind::constant)
-          vals[v] = with_dtype(x.dtype, [&]<class T>() -> any_array {
-            return array<T>::from_buffer(std::const_pointer_cast<buffer>(x.data),
-                                         static_cast<T*>(const_cast<void*>(x.ptr)), x.shape);
-          });
+          vals[v] = ir::detail::constant_array(x);
         if (!vals[v].empty()) reads.push_back(v);
       }
   }
@@ -206,6 +203,27 @@ any_array compute_hook(trace_state& t, std::size_t first, ir::value_id out) {
   return ir.arrays[out];
 }
 
+// A new input of g holding a (a seed or a tangent the derivative equations read).
+inline ir::value_id add_given(ir::graph& g, std::vector<any_array>& vals, any_array const& a) {
+  ir::value_id v = g.add_input(a.dtype(), a.shape());
+  vals.resize(g.values().size());
+  vals[v] = a;
+  return v;
+}
+
+// Runs what the derivative values r (appended to g) need, their own arrays released as soon as
+// read; false when no derivative reaches any of them.
+template <class = void>
+bool run_derivatives(ir::graph const& g, std::vector<any_array>& vals,
+                     std::vector<std::optional<ir::value_id>> const& r) {
+  std::vector<ir::value_id> want;
+  for (auto const& c : r)
+    if (c) want.push_back(*c);
+  if (want.empty()) return false;
+  run_traced(g, vals, ir::needed_equations(g, vals, want), want, true);
+  return true;
+}
+
 template <class = void>
 void pull_hook(trace_state& t, std::size_t first, std::size_t last, ir::value_id first_value,
                ir::value_id last_value, autodiff::cotangents& cts) {
@@ -225,9 +243,7 @@ void pull_hook(trace_state& t, std::size_t first, std::size_t last, ir::value_id
         });
     if (!ct) continue;
     outs.push_back(v);
-    seeds.push_back(g.add_input(ct->dtype(), ct->shape()));
-    vals.resize(g.values().size());
-    vals[seeds.back()] = *ct;
+    seeds.push_back(add_given(g, vals, *ct));
   }
   if (outs.empty()) return;
   std::vector<char> seen(g.values().size(), 0);
@@ -239,11 +255,7 @@ void pull_hook(trace_state& t, std::size_t first, std::size_t last, ir::value_id
         wrt.push_back(v);
       }
   auto r = ir::append_vjp(g, outs, seeds, wrt, first);
-  std::vector<ir::value_id> want;
-  for (auto const& c : r)
-    if (c) want.push_back(*c);
-  if (want.empty()) return;
-  run_traced(g, vals, ir::needed_equations(g, vals, want), want, true);
+  if (!run_derivatives(g, vals, r)) return;
   for (std::size_t k = 0; k < wrt.size(); ++k) {
     if (!r[k]) continue;
     any_array const& a = ir.arrays[wrt[k]];
@@ -281,9 +293,7 @@ void compute_tangents(trace_state& t, autodiff::tangents& ts) {
         });
     if (!tan) continue;
     primals.push_back(v);
-    tangents.push_back(g.add_input(tan->dtype(), tan->shape()));
-    vals.resize(g.values().size());
-    vals[tangents.back()] = *tan;
+    tangents.push_back(add_given(g, vals, *tan));
   }
   for (ir::value_id v = 0; v < ir.arrays.size(); ++v)
     if (ir.array_of(v) && g.at(v).kind == ir::value_kind::result &&
@@ -291,11 +301,7 @@ void compute_tangents(trace_state& t, autodiff::tangents& ts) {
       outputs.push_back(v);
   if (primals.empty() || outputs.empty()) return;
   auto r = ir::append_jvp(g, primals, tangents, outputs);
-  std::vector<ir::value_id> want;
-  for (auto const& c : r)
-    if (c) want.push_back(*c);
-  if (want.empty()) return;
-  run_traced(g, vals, ir::needed_equations(g, vals, want), want, true);
+  if (!run_derivatives(g, vals, r)) return;
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     if (!r[k]) continue;
     any_array const& a = ir.arrays[outputs[k]];

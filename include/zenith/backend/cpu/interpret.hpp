@@ -149,6 +149,15 @@ elementwise_plan plan_elementwise(graph const& g, equation const& e) {
   return p;
 }
 
+// A constant's array: the graph's memory, as it holds it.
+template <class = void>
+any_array constant_array(value const& x) {
+  return with_dtype(x.dtype, [&]<class T>() -> any_array {
+    return array<T>::from_buffer(std::const_pointer_cast<buffer>(x.data),
+                                 static_cast<T*>(const_cast<void*>(x.ptr)), x.shape);
+  });
+}
+
 // The interpreter's state: every value's array once computed (vals, by value id), and the
 // equations that run. A template, as everything here, so that only a program that runs a graph
 // compiles it.
@@ -174,10 +183,7 @@ struct machine {
     if (vals[v].empty()) {
       value const& x = g.at(v);
       if (x.kind == value_kind::constant)
-        vals[v] = with_dtype(x.dtype, [&]<class T>() -> any_array {
-          return array<T>::from_buffer(std::const_pointer_cast<buffer>(x.data),
-                                       static_cast<T*>(const_cast<void*>(x.ptr)), x.shape);
-        });
+        vals[v] = constant_array(x);
       else if (x.kind == value_kind::literal)
         vals[v] = with_dtype(x.dtype, [&]<class T>() -> any_array {
           return full<T>({}, T(compute_t<T>(x.literal)));
