@@ -100,8 +100,9 @@ std::optional<value_id> equation_jvp(vjp_builder& b, equation const& e,
     return std::nullopt;
   }
   // sum over operands of t_m * partial_m.
-  auto partials = elementwise_partials(
-      b, e, [&](std::size_t m) { return bool(ts[m]); }, "forward");
+  std::vector<char> want(ts.size());
+  for (std::size_t m = 0; m < ts.size(); ++m) want[m] = ts[m].has_value();
+  auto partials = elementwise_partials(b.g(), e, want, "forward");
   std::optional<value_id> sum;
   for (std::size_t m = 0; m < partials.size(); ++m) {
     if (!partials[m]) continue;

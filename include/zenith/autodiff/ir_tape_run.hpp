@@ -94,7 +94,9 @@ void record_run_into(trace_state& t, ir::graph const& g, std::vector<any_array> 
 
 // An IR run as a step of a jit recording (core/recording.hpp): on a replay the same equations
 // run again on the arrays at its read pointers, and their results are copied to its write
-// pointers, where the recorded run stored them.
+// pointers, where the recorded run stored them. (A template so that only programs that record
+// compile it.)
+template <class = void>
 struct ir_run_step {
   std::shared_ptr<ir::graph const> g;
   std::vector<std::size_t> order;
@@ -128,7 +130,7 @@ struct ir_run_step {
 // Runs the equations at positions `order` of g with vals (interpret.hpp's run_equations), on
 // the host, and records them into every active trace that reads what they read; a jit
 // recording keeps the run as one step.
-template <class = void>
+template <class V = void>
 void run_traced(ir::graph const& g, std::vector<any_array>& vals, std::vector<std::size_t> order,
                 std::vector<ir::value_id> const& kept, bool release_dead = false) {
   vals.resize(g.values().size());
@@ -164,7 +166,7 @@ void run_traced(ir::graph const& g, std::vector<any_array>& vals, std::vector<st
       if (!host[v].empty()) vals[v] = any_to(host[v], d);
     }
   } else if (rec) {
-    ir_run_step step;
+    ir_run_step<V> step;
     for (ir::value_id v : reads) {
       step.in_ids.push_back(v);
       step.in_arrays.push_back(vals[v]);
@@ -184,8 +186,8 @@ void run_traced(ir::graph const& g, std::vector<any_array>& vals, std::vector<st
     }
     step.g = std::make_shared<ir::graph const>(g);
     step.order = std::move(order);
-    rec->steps.push_back(std::make_unique<step_of<ir_run_step>>(std::move(step)));
-    order = static_cast<step_of<ir_run_step>&>(*rec->steps.back()).state.order;
+    rec->steps.push_back(std::make_unique<step_of<ir_run_step<V>>>(std::move(step)));
+    order = static_cast<step_of<ir_run_step<V>>&>(*rec->steps.back()).state.order;
   } else {
     ir::run_equations(g, vals, order, kept, release_dead);
   }
@@ -265,12 +267,16 @@ void pull_hook(trace_state& t, std::size_t first, std::size_t last, ir::value_id
   }
 }
 
-inline ir_trace::hooks const ir_hooks{&compute_hook<>, &pull_hook<>};
+// Templates so that the interpreter and the IR rules are compiled only into programs that
+// start a transform.
+template <class V = void>
+inline ir_trace::hooks const ir_hooks{&compute_hook<V>, &pull_hook<V>};
 
 // A trace's IR state, run by the hooks above.
-inline std::shared_ptr<ir_trace> make_ir_trace() {
+template <class = void>
+std::shared_ptr<ir_trace> make_ir_trace() {
   auto ir = std::make_shared<ir_trace>();
-  ir->run = &ir_hooks;
+  ir->run = &ir_hooks<>;
   return ir;
 }
 

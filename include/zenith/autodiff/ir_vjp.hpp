@@ -8,8 +8,8 @@
 // rules are data-producing functions of the equation, one per op:
 //
 // - elementwise ops take their derivative from the op tag's own partial<I> (expr/ops.hpp), the
-//   rule every other layer uses: the partial is built as an expression over placeholder arrays
-//   standing for the operands and the result, and recorded as IR (expr/to_ir.hpp);
+//   rule every other layer uses, called on symbolic operands that append its equations
+//   (ir_partial.hpp);
 // - broadcasts sum, reshapes and transposes go back, slices pad, reductions broadcast,
 //   dot_general multiplies by the other operand, softmax and log_softmax use their output.
 //
@@ -23,6 +23,7 @@
 
 #include "../core/any_array.hpp"
 #include "../expr/to_ir.hpp"
+#include "ir_partial.hpp"
 
 namespace zenith::ir {
 
@@ -33,22 +34,8 @@ namespace detail {
 template <class = void>
 class vjp_builder_t {
  public:
-  explicit vjp_builder_t(graph& g) : g_(g), rec_(g) {}
+  explicit vjp_builder_t(graph& g) : g_(g) {}
   graph& g() { return g_; }
-
-  // An array standing for value v in an expression: it has v's shape and a buffer identity
-  // bound to v, and no memory (it is recorded, never evaluated).
-  template <element T>
-  array<T> placeholder(value_id v) {
-    auto b = buffer::borrow(nullptr, 0);
-    rec_.bind(b.get(), v);
-    keep_.push_back(b);
-    return array<T>::from_buffer(b, nullptr, g_.at(v).shape);
-  }
-  template <class E>
-  value_id emit(E const& e) {
-    return zenith::ir::emit(rec_, e);
-  }
 
   value_id eq(std::string_view op, std::vector<value_id> in, zenith::shape s, attributes a = {}) {
     zenith::dtype d = g_.at(in.at(0)).dtype;
@@ -89,30 +76,8 @@ class vjp_builder_t {
 
  private:
   graph& g_;
-  recorder rec_;
-  std::vector<std::shared_ptr<buffer>> keep_;
 };
 using vjp_builder = vjp_builder_t<>;
-
-// The tag of an elementwise op by its IR name.
-template <class... Ops, class F>
-bool with_elementwise_op(std::string_view op, type_list<Ops...>, F&& f) {
-  bool found = false;
-  auto one = [&]<class Op>() {
-    if (!found && zenith::ir::detail::op_name(Op::name) == op) {
-      found = true;
-      f.template operator()<Op>();
-    }
-  };
-  (one.template operator()<Ops>(), ...);
-  return found;
-}
-
-// An elementwise op's partial with respect to one operand: a value of the graph, or a number.
-struct partial {
-  std::optional<value_id> value;
-  double number = 1;
-};
 
 // x times partial p.
 inline value_id times(vjp_builder& b, value_id x, partial const& p) {
@@ -120,88 +85,6 @@ inline value_id times(vjp_builder& b, value_id x, partial const& p) {
   if (p.number == 1) return x;
   if (p.number == -1) return b.eq("neg", {x}, b.g().at(x).shape);
   return b.binary("mul", x, b.scalar(x, p.number));
-}
-
-// The tag's partial<J> over placeholders for y and the operands xs (in the tag's order),
-// recorded. The rule is instantiated once per op, in double, and what it recorded is then given
-// the equation's floating dtype d (values, literals, conversion targets): the equations do not
-// depend on the element type, and instantiating every rule for every dtype doubled its compile
-// time.
-template <class Op, std::size_t J, std::size_t... I>
-partial partial_of(vjp_builder& b, value_id y, std::vector<value_id> const& xs, zenith::dtype d,
-                   std::index_sequence<I...>) {
-  value_id first_value = value_id(b.g().values().size());
-  std::size_t first_equation = b.g().equations().size();
-  auto yp = b.placeholder<double>(y);
-  auto p = [&] {
-    if constexpr (std::is_same_v<Op, ops::where>)
-      return Op::template partial<J>(yp, b.placeholder<bool>(xs[0]), b.placeholder<double>(xs[1]),
-                                     b.placeholder<double>(xs[2]));
-    else
-      return Op::template partial<J>(yp, b.placeholder<double>(xs[I])...);
-  }();
-  if constexpr (expression<decltype(p)>) {
-    value_id v = b.emit(p);
-    b.g().rewrite_since(first_value, first_equation, [d](auto& x) {
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(x)>, value>) {
-        if (x.dtype == zenith::dtype::float64) x.dtype = d;
-      } else {
-        for (std::string_view n : {"new_dtype", "preferred_element_type"})
-          if (auto const* t = x.attrs.find(n);
-              t && std::get<zenith::dtype>(*t) == zenith::dtype::float64)
-            x.attrs.set(n, d);
-      }
-    });
-    return {v};
-  } else {
-    return {std::nullopt, double(p)};
-  }
-}
-
-template <class Op, std::size_t J>
-constexpr bool takes_derivative() {
-  if constexpr (requires { Op::piecewise_constant; })
-    return false;
-  else if constexpr (requires { Op::nondiff_operands; })
-    return !((Op::nondiff_operands >> J) & 1u);
-  else
-    return true;
-}
-
-// The partials of elementwise equation e with respect to its operands (in e's order), for the
-// operands `want(m)` selects that take a derivative (nullopt for the others). An op that is
-// not in the catalogue is a value_error naming it and `mode`.
-template <class Want>
-std::vector<std::optional<partial>> elementwise_partials(vjp_builder& b, equation const& e,
-                                                         Want&& want, std::string_view mode) {
-  std::vector<std::optional<partial>> out(e.inputs.size());
-  // The tag's operand order: select_n and clamp are recorded in JAX's.
-  std::vector<std::size_t> perm(e.inputs.size());
-  for (std::size_t k = 0; k < perm.size(); ++k) perm[k] = k;
-  if (e.op == "select_n") perm = {0, 2, 1};
-  if (e.op == "clamp") perm = {1, 0, 2};
-  std::vector<value_id> xs;
-  for (std::size_t k : perm) xs.push_back(e.inputs[k]);
-  zenith::dtype d = b.g().at(e.output).dtype;
-  bool found =
-      with_elementwise_op(e.op == "select_n" ? "select" : e.op, elementwise_ops{}, [&]<class Op>() {
-        if constexpr (!std::is_same_v<Op, ops::cast<float>>) {
-          [&]<std::size_t... I>(std::index_sequence<I...>) {
-            auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-              if constexpr (takes_derivative<Op, J>()) {
-                std::size_t m = perm[J];
-                if (!want(m) || b.g().at(e.inputs[m]).kind == value_kind::literal) return;
-                out[m] = partial_of<Op, J>(b, e.output, xs, d, std::index_sequence<I...>{});
-              }
-            };
-            (one(std::integral_constant<std::size_t, I>{}), ...);
-          }
-          (std::make_index_sequence<op_arity<Op>()>{});
-        }
-      });
-  if (!found)
-    throw value_error("ir: no " + std::string(mode) + " rule for op " + std::string(e.op));
-  return out;
 }
 
 inline bool floating_dtype(zenith::dtype d) {
@@ -452,8 +335,7 @@ std::vector<std::optional<value_id>> equation_vjp(vjp_builder& b, equation const
   } else if (op == "argmax" || op == "argmin") {
     // Integer results: no cotangent.
   } else {
-    auto partials = elementwise_partials(
-        b, e, [](std::size_t) { return true; }, "reverse");
+    auto partials = elementwise_partials(g, e, std::vector<char>(e.inputs.size(), 1), "reverse");
     for (std::size_t m = 0; m < partials.size(); ++m)
       if (partials[m]) {
         value_id c = times(b, ct, *partials[m]);  // first: appending moves the values

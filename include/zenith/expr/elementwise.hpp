@@ -105,6 +105,8 @@ template <class Op, class... X>
 auto apply_op(X const&... x) {
   if constexpr ((expression<X> || ...))
     return make_map<Op>(x...);
+  else if constexpr ((symbolic<X> || ...))
+    return symbolic_apply(std::type_identity<Op>{}, x...);  // an IR rule (autodiff/ir_partial.hpp)
   else
     return Op::apply(x...);
 }

@@ -71,6 +71,13 @@ struct cast;
 }  // namespace ops
 
 namespace detail {
+// An operand that stands for a value of an IR graph (autodiff/ir_partial.hpp): a rule applied
+// to it appends equations.
+template <class X>
+concept symbolic = requires {
+  typename X::symbolic_operand;
+};
+
 // Op applied to its operands: an expression node when any operand is an expression (defined in
 // expr/elementwise.hpp), Op::apply for plain numbers. Derivative rules are written with it.
 template <class Op, class... X>

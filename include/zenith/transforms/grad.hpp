@@ -60,7 +60,8 @@ constexpr std::size_t argnum_slot() {
 
 // The trace of a transform that starts now: nested in the active one, if any (grad of grad, jvp
 // of grad), which then records the new transform's work (core/trace.hpp).
-inline trace_state nested_trace(char const* transform) {
+template <class = void>
+trace_state nested_trace(char const* transform) {
   trace_state st;
   st.transform = transform;
   st.parent = active_trace();
