@@ -21,8 +21,8 @@
 #include "backend/cpu/matmul.hpp"
 #include "backend/cpu/reduce.hpp"
 #include "backend/cpu/softmax.hpp"
-#include "backend/cuda/device_memory.hpp"  // arrays on CUDA devices: .to(zenith::cuda(i))
-#include "backend/cuda/driver.hpp"         // zenith::cuda(i): the driver is opened at run time
+#include "backend/cuda/device_memory.hpp"  // zenith::cuda(i), arrays on it: .to(zenith::cuda(i))
+#include "backend/cuda/driver.hpp"         // the CUDA driver, opened at run time
 #include "backend/cuda/launch.hpp"         // expressions over device arrays (kernels need NVRTC)
 #ifdef ZENITH_WITH_NVRTC
 #include "backend/cuda/cublas.hpp"  // matmul on devices: cuBLAS, opened at run time

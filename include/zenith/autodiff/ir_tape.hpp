@@ -127,9 +127,31 @@ inline void note_recorded(trace_state& t, std::size_t first, ir::value_id first_
   t.tape.push_back(std::move(s));
 }
 
+// Runs what was just recorded into t's IR (equations from `first`, values from `first_value`,
+// the result `id`), binds the result to a fresh buffer, marked traced. What the run computes
+// for the enclosing traces is recorded by them in turn (the hooks run under t's parent). Out of
+// record_materialization so that each expression type compiles only its emitter.
+template <class = void>
+any_array run_recorded(trace_state& t, std::size_t first, ir::value_id first_value,
+                       ir::value_id id) {
+  ir_trace& ir = *t.ir;
+  any_array value;
+  if (id >= first_value) {
+    trace_scope outer(t.parent);
+    value = ir.run->compute(t, first, id);
+  } else {  // a view that changes nothing of a value t holds: the same array
+    any_array const* held = ir.array_of(id);
+    if (!held) throw value_error(t.transform + ": a traced value with no array (ir_tape.hpp)");
+    value = held->alias();
+  }
+  ir.bind(id, value);
+  t.traced.insert(value.storage().get());
+  note_recorded(t, first, first_value);
+  return value;
+}
+
 // Materializes e (which reads arrays trace t traces) as the trace's IR: its equations appended,
-// run, the result bound to a fresh buffer, marked traced. What the run computes for the
-// enclosing traces is recorded by them in turn (the hooks run under t's parent).
+// then run_recorded.
 template <element T, int Level, expression E>
 array<T> record_materialization(E const& e) {
   trace_state* t = innermost_reader(e);
@@ -137,20 +159,7 @@ array<T> record_materialization(E const& e) {
   std::size_t first = ir.graph.equations().size();
   auto first_value = ir::value_id(ir.graph.values().size());
   ir::value_id id = ir::emit(ir.rec, convert<T>(e));
-  any_array value;
-  if (id >= first_value) {
-    trace_scope outer(t->parent);
-    value = ir.run->compute(*t, first, id);
-  } else {  // e is a view that changes nothing of a value t holds: the same array
-    any_array const* held = ir.array_of(id);
-    if (!held) throw value_error(t->transform + ": a traced value with no array (ir_tape.hpp)");
-    array<T> a = held->as<T>();
-    value = array<T>::from_buffer(buffer::alias(a.storage()), a.data(), a.shape());
-  }
-  ir.bind(id, value);
-  t->traced.insert(value.storage().get());
-  note_recorded(*t, first, first_value);
-  return value.as<T>();
+  return run_recorded(*t, first, first_value, id).template as<T>();
 }
 
 // An array made outside the IR (a custom_vjp rule's output, a checkpointed function's): bound to

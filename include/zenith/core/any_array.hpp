@@ -29,6 +29,13 @@ class any_array {
   std::shared_ptr<buffer> const& storage() const { return buf_; }
   bool empty() const { return !buf_; }
 
+  // The same elements under a fresh buffer identity (buffer::alias).
+  any_array alias() const {
+    any_array r = *this;
+    r.buf_ = buffer::alias(buf_);
+    return r;
+  }
+
   // The array of element type T; another dtype is a dtype_error naming both.
   template <element T>
   array<T> as() const {

@@ -18,20 +18,23 @@ namespace zenith::detail {
 
 // The device of every array e reads (the CPU for none); device_error when they are on more than
 // one, naming two of them.
+[[noreturn, gnu::cold]] inline void fail_mixed_devices(zenith::shape const& s0, device d0,
+                                                       zenith::shape const& s1, device d1) {
+  throw device_error("zenith: an expression mixes an array of shape " + s0.str() + " on " +
+                     d0.str() + " with one of shape " + s1.str() + " on " + d1.str() +
+                     "; move them to one device with .to(device)");
+}
+
 template <expression E>
 device check_one_device(E const& e) {
-  bool first = true;
   device d0 = cpu;
-  zenith::shape s0;
+  zenith::shape const* s0 = nullptr;  // the first array's
   e.for_each_array([&](auto const& a) {
-    if (first) {
-      first = false;
+    if (!s0) {
       d0 = a.device();
-      s0 = a.shape();
+      s0 = &a.shape();
     } else if (a.device() != d0) {
-      throw device_error("zenith: an expression mixes an array of shape " + s0.str() + " on " +
-                         d0.str() + " with one of shape " + a.shape().str() + " on " +
-                         a.device().str() + "; move them to one device with .to(device)");
+      fail_mixed_devices(*s0, d0, a.shape(), a.device());
     }
   });
   return d0;

@@ -252,11 +252,11 @@ class store_loop final : public fused_group::loop {
     ev.start_row(idx.data(), 1);
     if constexpr (fused_simd_v<T, Ev>) {
       if (simd_enabled()) {
-        if (unit) return run_row<true, row_access::unit>(out, 1, ev, lo, hi);
-        return run_row<true, row_access::unit_or_broadcast>(out, 1, ev, lo, hi);
+        if (unit) return run_row<row_access::unit>(out, 1, ev, lo, hi, true);
+        return run_row<row_access::unit_or_broadcast>(out, 1, ev, lo, hi, true);
       }
     }
-    run_row<false, row_access::strided>(out, 1, ev, lo, hi);
+    run_row<row_access::strided>(out, 1, ev, lo, hi, false);
   }
 
   E expr_;  // keeps every buffer the evaluator reads alive
@@ -397,17 +397,14 @@ class reduce_loop final : public fused_group::loop {
     std::array<std::int64_t, max_rank> idx{};
     auto& acc = blocks_[std::size_t(lo / group_block)];
     if (lo % group_block == 0) acc = {};
+    bool simd = can_simd && simd_enabled();
     if constexpr (can_simd) {
-      if (simd_enabled()) {
-        if (unit_)
-          return red::accumulate_a<Op, K, true, true>(acc, ev, g_, idx.data(), lo, hi,
-                                                      side<row_access::unit>());
-        return red::accumulate_a<Op, K, true, false>(acc, ev, g_, idx.data(), lo, hi,
-                                                     side<row_access::unit_or_broadcast>());
-      }
+      if (simd && unit_)
+        return red::accumulate_a<Op, K, true, true>(acc, ev, g_, idx.data(), lo, hi, true,
+                                                    side<row_access::unit>());
     }
-    red::accumulate_a<Op, K, false, false>(acc, ev, g_, idx.data(), lo, hi,
-                                           side<row_access::strided>());
+    red::accumulate_a<Op, K, can_simd, false>(acc, ev, g_, idx.data(), lo, hi, simd,
+                                              side<row_access::unit_or_broadcast>());
   }
 
   // What accumulate_a writes beside the sum: the store part through row access Acc, or nothing.

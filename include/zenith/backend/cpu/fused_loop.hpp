@@ -131,53 +131,58 @@ inline void store_batch(T* p, std::int64_t ds, xsimd::batch<C> const& b) {
   for (std::size_t i = 0; i < xsimd::batch<C>::size; ++i) p[std::int64_t(i) * ds] = T(tmp[i]);
 }
 
-// Writes elements [j, j_end) of the current row. Elements at the same (row, j) always take the
-// same path (SIMD batches on the grid j0, j0 + W, ... of the caller's j0, scalar tail after), so
-// callers keep results independent of how a row is split between threads by starting pieces of a
-// row only at multiples of `grain` (a multiple of every batch width).
-template <bool Simd, row_access A, class T, class Ev>
-inline void run_row(T* __restrict out, std::int64_t ds, Ev const& ev, std::int64_t j,
-                    std::int64_t j_end) {
-  using C = typename Ev::compute_type;
-  if constexpr (Simd) {
-    constexpr std::int64_t W = std::int64_t(xsimd::batch<simd_lane_t<Ev>>::size);
-    if constexpr (std::is_same_v<C, bool>) {
-      // A comparison at the root: its xsimd mask is stored as bytes.
-      for (; j + W <= j_end; j += W) {
-        if (ds == 1) {
-          ev.template simd<A>(j).store_unaligned(out + j);
-        } else {
-          alignas(64) bool tmp[W];
-          ev.template simd<A>(j).store_aligned(tmp);
-          for (std::int64_t i = 0; i < W; ++i) out[(j + i) * ds] = tmp[i];
-        }
-      }
-    } else if constexpr (A != row_access::strided && std::is_same_v<T, C>) {
-      // Unit strides everywhere (ds == 1): four independent batches per iteration.
-      for (; j + 4 * W <= j_end; j += 4 * W) {
-        auto b0 = ev.template simd<A>(j);
-        auto b1 = ev.template simd<A>(j + W);
-        auto b2 = ev.template simd<A>(j + 2 * W);
-        auto b3 = ev.template simd<A>(j + 3 * W);
-        b0.store_unaligned(out + j);
-        b1.store_unaligned(out + j + W);
-        b2.store_unaligned(out + j + 2 * W);
-        b3.store_unaligned(out + j + 3 * W);
-      }
-      for (; j + W <= j_end; j += W) ev.template simd<A>(j).store_unaligned(out + j);
-    } else {
-      for (; j + W <= j_end; j += W) store_batch<T, C>(out + j * ds, ds, ev.template simd<A>(j));
-    }
-  }
-  for (; j < j_end; ++j) out[j * ds] = T(ev.scalar(j));
-}
-
 // Whether the loop writing Ev into T has a SIMD path. The lane type is the compute type, or for
 // a comparison at the root that of its operands.
 template <class T, class Ev, class L = simd_lane_t<Ev>>
 inline constexpr bool fused_simd_v =
     !std::is_same_v<L, bool> && simd_type_v<L> && Ev::template vectorizable<L>() &&
     (std::is_same_v<T, bool> || !std::is_same_v<typename Ev::compute_type, bool>);
+
+// Writes elements [j, j_end) of the current row: with xsimd batches when `simd` (and Ev has a
+// SIMD path), else all on the scalar path. A flag, not a template parameter: the scalar loop is
+// every row's tail anyway, and each variant would be compiled again per expression.
+// Elements at the same (row, j) always take the same path (SIMD batches on the grid j0, j0 + W,
+// ... of the caller's j0, scalar tail after), so callers keep results independent of how a row
+// is split between threads by starting pieces of a row only at multiples of `grain` (a multiple
+// of every batch width).
+template <row_access A, class T, class Ev>
+inline void run_row(T* __restrict out, std::int64_t ds, Ev const& ev, std::int64_t j,
+                    std::int64_t j_end, bool simd) {
+  using C = typename Ev::compute_type;
+  if constexpr (fused_simd_v<T, Ev>) {
+    if (simd) {
+      constexpr std::int64_t W = std::int64_t(xsimd::batch<simd_lane_t<Ev>>::size);
+      if constexpr (std::is_same_v<C, bool>) {
+        // A comparison at the root: its xsimd mask is stored as bytes.
+        for (; j + W <= j_end; j += W) {
+          if (ds == 1) {
+            ev.template simd<A>(j).store_unaligned(out + j);
+          } else {
+            alignas(64) bool tmp[W];
+            ev.template simd<A>(j).store_aligned(tmp);
+            for (std::int64_t i = 0; i < W; ++i) out[(j + i) * ds] = tmp[i];
+          }
+        }
+      } else if constexpr (A != row_access::strided && std::is_same_v<T, C>) {
+        // Unit strides everywhere (ds == 1): four independent batches per iteration.
+        for (; j + 4 * W <= j_end; j += 4 * W) {
+          auto b0 = ev.template simd<A>(j);
+          auto b1 = ev.template simd<A>(j + W);
+          auto b2 = ev.template simd<A>(j + 2 * W);
+          auto b3 = ev.template simd<A>(j + 3 * W);
+          b0.store_unaligned(out + j);
+          b1.store_unaligned(out + j + W);
+          b2.store_unaligned(out + j + 2 * W);
+          b3.store_unaligned(out + j + 3 * W);
+        }
+        for (; j + W <= j_end; j += W) ev.template simd<A>(j).store_unaligned(out + j);
+      } else {
+        for (; j + W <= j_end; j += W) store_batch<T, C>(out + j * ds, ds, ev.template simd<A>(j));
+      }
+    }
+  }
+  for (; j < j_end; ++j) out[j * ds] = T(ev.scalar(j));
+}
 
 // Rows are cut into blocks of `grain` elements (the last block of a row may be shorter); work is
 // handed out in whole blocks, so a piece of a row always starts at a multiple of grain.
@@ -193,9 +198,9 @@ inline constexpr std::int64_t in_place_up_to = 4096;
 // Walks flat elements [lo, hi) of the coalesced space on ev; lo is a row start or a multiple of
 // grain inside a row. A is what every leaf's inner stride is known to be (and the destination's
 // is 1 unless A is strided).
-template <bool Simd, row_access A, class T, class Ev>
+template <row_access A, class T, class Ev>
 void run_range(dest_view<T> const& dst, Ev& ev, loop_space const& ls, std::int64_t lo,
-               std::int64_t hi) {
+               std::int64_t hi, bool simd) {
   std::size_t r = ls.rank;
   std::int64_t n = ls.dims[r - 1];
   std::array<std::int64_t, max_rank> idx{};
@@ -210,7 +215,7 @@ void run_range(dest_view<T> const& dst, Ev& ev, loop_space const& ls, std::int64
     ev.start_row(idx.data(), r);
     std::int64_t off = 0;
     for (std::size_t k = 0; k + 1 < r; ++k) off += idx[k] * dst.stride[k];
-    run_row<Simd, A>(dst.base + off, ds, ev, j, j_end);
+    run_row<A>(dst.base + off, ds, ev, j, j_end, simd);
     lo += j_end - j;
     j = 0;
     for (std::size_t k = r - 1; k-- > 0;) {
@@ -247,6 +252,21 @@ struct fused_step {
   bool unit = false, broadcast = false;
 
   void run() {
+    if constexpr (!std::is_reference_v<Ev>) {
+      // A recorded step: the same loop on the evaluator it owns, compiled once per Ev.
+      fused_step<T, evaluator&>{dst, ev, ls, unit, broadcast}.run();
+    } else {
+      run_here();
+    }
+  }
+
+  void pointers(pointer_list& l) {
+    l.writes(dst.base);
+    l.reads_leaves(ev);
+  }
+
+ private:
+  void run_here() {
     // On a private copy of ev: its address never escapes, so stores cannot alias it, and
     // threads can share ev.
     auto range = [&](std::int64_t lo, std::int64_t hi) {
@@ -276,22 +296,16 @@ struct fused_step {
     });
   }
 
-  void pointers(pointer_list& l) {
-    l.writes(dst.base);
-    l.reads_leaves(ev);
-  }
-
- private:
   // Elements [lo, hi) evaluated by e (ev or a copy of it) on the loop's path.
   void range_on(evaluator& e, std::int64_t lo, std::int64_t hi) {
+    bool simd = fused_simd_v<T, evaluator> && simd_enabled();
     if constexpr (fused_simd_v<T, evaluator>) {
-      if (simd_enabled()) {
-        if (!unit) return run_range<true, row_access::strided>(dst, e, ls, lo, hi);
-        if (broadcast) return run_range<true, row_access::unit_or_broadcast>(dst, e, ls, lo, hi);
-        return run_range<true, row_access::unit>(dst, e, ls, lo, hi);
+      if (simd && unit) {
+        if (broadcast) return run_range<row_access::unit_or_broadcast>(dst, e, ls, lo, hi, true);
+        return run_range<row_access::unit>(dst, e, ls, lo, hi, true);
       }
     }
-    run_range<false, row_access::strided>(dst, e, ls, lo, hi);
+    run_range<row_access::strided>(dst, e, ls, lo, hi, simd);
   }
 };
 

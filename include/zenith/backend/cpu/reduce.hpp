@@ -59,6 +59,10 @@ struct geometry {
   // whether short contiguous rows are folded (see item_b::block_fold).
   std::int64_t rows_per_block = block_rows;
   bool fold = false;
+  // Whether a kernel compiled with SIMD loops (its Simd parameter) runs them: false when
+  // simd_enabled() is off. A flag rather than a third variant per expression: each path's
+  // scalar loop is there anyway for the tails.
+  bool simd = true;
 };
 
 inline void unflatten(std::int64_t flat, geometry const& g, std::size_t d0, std::size_t d1,
@@ -174,12 +178,13 @@ struct simple_kernel {
     state get(std::int64_t k) const { return v[std::size_t(k)]; }
   };
   template <bool Simd>
-  static void merge_rows(rows& a, rows const& b, std::size_t w) {
+  static void merge_rows(rows& a, rows const& b, std::size_t w, bool simd) {
     std::size_t k = 0;
     if constexpr (Simd) {
       using B = xsimd::batch<A>;
-      for (; k + B::size <= w; k += B::size)
-        Op::simd(B::load_unaligned(&a.v[k]), B::load_unaligned(&b.v[k])).store_unaligned(&a.v[k]);
+      if (simd)
+        for (; k + B::size <= w; k += B::size)
+          Op::simd(B::load_unaligned(&a.v[k]), B::load_unaligned(&b.v[k])).store_unaligned(&a.v[k]);
     }
     for (; k < w; ++k) a.v[k] = Op::combine(a.v[k], b.v[k]);
   }
@@ -210,7 +215,7 @@ struct arg_kernel {
     state get(std::int64_t k) const { return {v[std::size_t(k)], i[std::size_t(k)]}; }
   };
   template <bool>
-  static void merge_rows(rows& a, rows const& b, std::size_t w) {
+  static void merge_rows(rows& a, rows const& b, std::size_t w, bool) {
     for (std::size_t k = 0; k < w; ++k) {
       state s = Op::combine(state{a.v[k], a.i[k]}, state{b.v[k], b.i[k]});
       a.v[k] = s.value;
@@ -257,57 +262,69 @@ struct no_side_store {
   void scalar(std::int64_t) {}
 };
 
+// accumulate_a's scalar path, into state s: one instantiation per evaluator whichever loop
+// variant calls it.
+template <class Op, class K, class Ev, class Side>
+void accumulate_scalar(typename K::state& s, Ev& ev, geometry const& g, std::int64_t* idx,
+                       std::int64_t lo, std::int64_t hi, Side&& side) {
+  using A = typename Ev::compute_type;
+  walk(g, g.nk1, g.n, idx, lo, hi, [&](std::int64_t j, std::int64_t je, std::int64_t rowpos) {
+    ev.start_row(idx, g.n);
+    auto sd = side.row();
+    sd.start_row(idx, g.n);
+    for (; j < je; ++j) {
+      K::push(s, A(ev.scalar(j)), rowpos + j);
+      sd.scalar(j);
+    }
+  });
+}
+
 // Pushes elements [lo, hi) of the reduced sub-space for the output whose kept indices are in
 // idx[0 .. nk1) into acc (the SIMD path for plain reductions only). Positions (for argmax) are
-// flat indices into the reduced sub-space. Acc is a block_acc, with batches when Simd. side.row()
-// gets every element the reduction reads, a batch where the reduction reads a batch.
+// flat indices into the reduced sub-space. Acc is a block_acc, with batches when Simd (used when
+// simd). side.row() gets every element the reduction reads, a batch where the reduction reads a
+// batch.
 template <class Op, class K, bool Simd, bool Unit, class Ev, class Acc, class Side = no_side_store>
 void accumulate_a(Acc& acc, Ev& ev, geometry const& g, std::int64_t* idx, std::int64_t lo,
-                  std::int64_t hi, Side&& side = {}) {
+                  std::int64_t hi, bool simd, Side&& side = {}) {
   using A = typename Ev::compute_type;
   if constexpr (Simd) {
     static_assert(!K::indexed);
-    using B = xsimd::batch<A>;
-    constexpr std::int64_t W = std::int64_t(B::size);
-    walk(g, g.nk1, g.n, idx, lo, hi, [&](std::int64_t j, std::int64_t je, std::int64_t) {
-      ev.start_row(idx, g.n);
-      auto sd = side.row();
-      sd.start_row(idx, g.n);
-      acc.used = acc.used || j + W <= je;
-      // Local copies: the captured accumulators live in memory, and GCC does not inline this
-      // lambda, so accumulating into them directly costs a load and a store per batch.
-      B b0 = acc.a0, b1 = acc.a1, b2 = acc.a2, b3 = acc.a3;
-      for (; j + 4 * W <= je; j += 4 * W) {
-        b0 = Op::simd(b0, ev.template simd<unit_access<Unit>>(j));
-        b1 = Op::simd(b1, ev.template simd<unit_access<Unit>>(j + W));
-        b2 = Op::simd(b2, ev.template simd<unit_access<Unit>>(j + 2 * W));
-        b3 = Op::simd(b3, ev.template simd<unit_access<Unit>>(j + 3 * W));
-        sd.batch(j);
-        sd.batch(j + W);
-        sd.batch(j + 2 * W);
-        sd.batch(j + 3 * W);
-      }
-      for (; j + W <= je; j += W) {
-        b0 = Op::simd(b0, ev.template simd<unit_access<Unit>>(j));
-        sd.batch(j);
-      }
-      acc.a0 = b0, acc.a1 = b1, acc.a2 = b2, acc.a3 = b3;
-      for (; j < je; ++j) {
-        K::push(acc.s, A(ev.scalar(j)), 0);
-        sd.scalar(j);
-      }
-    });
-  } else {
-    walk(g, g.nk1, g.n, idx, lo, hi, [&](std::int64_t j, std::int64_t je, std::int64_t rowpos) {
-      ev.start_row(idx, g.n);
-      auto sd = side.row();
-      sd.start_row(idx, g.n);
-      for (; j < je; ++j) {
-        K::push(acc.s, A(ev.scalar(j)), rowpos + j);
-        sd.scalar(j);
-      }
-    });
+    if (simd) {
+      using B = xsimd::batch<A>;
+      constexpr std::int64_t W = std::int64_t(B::size);
+      walk(g, g.nk1, g.n, idx, lo, hi, [&](std::int64_t j, std::int64_t je, std::int64_t) {
+        ev.start_row(idx, g.n);
+        auto sd = side.row();
+        sd.start_row(idx, g.n);
+        acc.used = acc.used || j + W <= je;
+        // Local copies: the captured accumulators live in memory, and GCC does not inline this
+        // lambda, so accumulating into them directly costs a load and a store per batch.
+        B b0 = acc.a0, b1 = acc.a1, b2 = acc.a2, b3 = acc.a3;
+        for (; j + 4 * W <= je; j += 4 * W) {
+          b0 = Op::simd(b0, ev.template simd<unit_access<Unit>>(j));
+          b1 = Op::simd(b1, ev.template simd<unit_access<Unit>>(j + W));
+          b2 = Op::simd(b2, ev.template simd<unit_access<Unit>>(j + 2 * W));
+          b3 = Op::simd(b3, ev.template simd<unit_access<Unit>>(j + 3 * W));
+          sd.batch(j);
+          sd.batch(j + W);
+          sd.batch(j + 2 * W);
+          sd.batch(j + 3 * W);
+        }
+        for (; j + W <= je; j += W) {
+          b0 = Op::simd(b0, ev.template simd<unit_access<Unit>>(j));
+          sd.batch(j);
+        }
+        acc.a0 = b0, acc.a1 = b1, acc.a2 = b2, acc.a3 = b3;
+        for (; j < je; ++j) {
+          K::push(acc.s, A(ev.scalar(j)), 0);
+          sd.scalar(j);
+        }
+      });
+      return;
+    }
   }
+  accumulate_scalar<Op, K>(acc.s, ev, g, idx, lo, hi, side);
 }
 
 // Reduces elements [lo, hi) of the reduced sub-space for the output whose kept indices are in
@@ -317,6 +334,11 @@ typename K::state block_a(Ev& ev, geometry const& g, std::int64_t* idx, std::int
                           std::int64_t hi) {
   using A = typename Ev::compute_type;
   if constexpr (Simd && K::indexed) {
+    if (!g.simd) {
+      typename K::state s = K::init();
+      accumulate_scalar<Op, K>(s, ev, g, idx, lo, hi, no_side_store{});
+      return s;
+    }
     typename K::state s = K::init();
     // Per-lane best value and its position relative to lo, kept as A (exact: lo..hi is at most
     // one block, far below 2^24).
@@ -344,7 +366,7 @@ typename K::state block_a(Ev& ev, geometry const& g, std::int64_t* idx, std::int
     return s;
   } else {
     block_acc<Op, K, A, Simd> acc;
-    accumulate_a<Op, K, Simd, Unit>(acc, ev, g, idx, lo, hi);
+    accumulate_a<Op, K, Simd, Unit>(acc, ev, g, idx, lo, hi, g.simd);
     return acc.result();
   }
 }
@@ -440,13 +462,14 @@ struct item_b {
 
   // Folds elements [j, je) of the current row (reduced row r) into acc[base + j ...].
   void segment(rows& acc, std::int64_t r, std::int64_t j, std::int64_t je, std::int64_t base) {
+    [[maybe_unused]] bool const simd = g.simd;  // a local: no store to the rows can change it
     if constexpr (K::indexed) {
       if constexpr (Simd) {
         // Updates are rare after the first rows: test a batch, update its lanes only if one
         // of them improves.
         using B = xsimd::batch<A>;
         constexpr std::int64_t W = std::int64_t(B::size);
-        for (; j + W <= je; j += W) {
+        for (; simd && j + W <= je; j += W) {
           B x = ev.template simd<unit_access<Unit>>(j);
           if (!xsimd::any(Op::simd_better(x, B::load_unaligned(acc.v.data() + base + j)))) continue;
           alignas(64) A xs[B::size];
@@ -473,9 +496,10 @@ struct item_b {
       if constexpr (Simd) {
         using B = xsimd::batch<A>;
         constexpr std::int64_t W = std::int64_t(B::size);
-        for (; j + W <= je; j += W)
-          Op::simd(B::load_unaligned(a + j), ev.template simd<unit_access<Unit>>(j))
-              .store_unaligned(a + j);
+        if (simd)
+          for (; j + W <= je; j += W)
+            Op::simd(B::load_unaligned(a + j), ev.template simd<unit_access<Unit>>(j))
+                .store_unaligned(a + j);
       }
       for (; j < je; ++j) a[j] = Op::combine(a[j], A(ev.scalar(j)));
     }
@@ -550,7 +574,7 @@ struct item_b {
     std::int64_t mid = lo + (hi - lo) / 2;
     tree(acc, lo, mid, scratch, level + 1);
     tree(scratch[level], mid, hi, scratch, level + 1);
-    K::template merge_rows<Simd>(acc, scratch[level], w);
+    K::template merge_rows<Simd>(acc, scratch[level], w, g.simd);
   }
 
   static std::vector<rows> make_scratch(std::int64_t nblocks, std::size_t w) {
@@ -579,7 +603,8 @@ void run_b(Ev const& ev0, geometry const& g0, T* out) {
   using rows = typename K::rows;
   geometry g = g0;
   g.rows_per_block = std::max(block_rows, block_b_elems / std::min(g.k2, chunk_cols));
-  if constexpr (Simd && Unit && !K::indexed) g.fold = fold_ok(ev0, g, xsimd::batch<A>::size);
+  if constexpr (Simd && Unit && !K::indexed)
+    g.fold = g.simd && fold_ok(ev0, g, xsimd::batch<A>::size);
   std::int64_t nchunks = ceil_div(g.k2, chunk_cols);
   std::int64_t items = g.k1 * nchunks;
   std::int64_t nb = ceil_div(g.count, g.rows_per_block);
@@ -629,7 +654,7 @@ void run_b(Ev const& ev0, geometry const& g0, T* out) {
     });
     std::size_t k = 0;
     auto& acc = combine_tasks(0, nb, depth, res.data(), k, [&](rows& a, rows const& b) {
-      K::template merge_rows<Simd>(a, b, w);
+      K::template merge_rows<Simd>(a, b, w, g.simd);
     });
     Ev ev = ev0;
     item(ev, g, q, c0, c1).write(acc, out);
@@ -803,27 +828,28 @@ struct reduce_step {
 
   void run() {
     using E = std::remove_cvref_t<Ev>;
+    if constexpr (!std::is_reference_v<Ev>) {
+      // A recorded step: the same loops on the evaluator it owns, compiled once per Ev.
+      reduce_step<Op, T, A, E&>{ev, g, unit, out}.run();
+      return;
+    }
     constexpr bool can_simd = !std::is_same_v<A, bool> && simd_type_v<A> &&
                               std::is_same_v<typename E::compute_type, A> &&
                               E::template vectorizable<A>();
-    bool simd = can_simd && simd_enabled();
+    // Two variants per expression at most: unit inner strides, and any strides. With SIMD off
+    // the latter runs its scalar loops (geometry::simd).
+    geometry gs = g;
+    gs.simd = can_simd && simd_enabled();
     auto dispatch = [&](auto run) {
       if constexpr (can_simd) {
-        if (simd) {
-          if (unit)
-            run.template operator()<true, true>();
-          else
-            run.template operator()<true, false>();
-          return;
-        }
+        if (gs.simd && unit) return run.template operator()<true, true>();
       }
-      // The scalar path reads through ev.scalar(j), which unit stride does not change: one copy.
-      run.template operator()<false, false>();
+      run.template operator()<can_simd, false>();
     };
     if (g.nk2 == 0) {
-      dispatch([&]<bool Simd, bool Unit>() { run_a<Op, Simd, Unit>(ev, g, out); });
+      dispatch([&]<bool Simd, bool Unit>() { run_a<Op, Simd, Unit>(ev, gs, out); });
     } else {
-      dispatch([&]<bool Simd, bool Unit>() { run_b<Op, Simd, Unit>(ev, g, out); });
+      dispatch([&]<bool Simd, bool Unit>() { run_b<Op, Simd, Unit>(ev, gs, out); });
     }
   }
 

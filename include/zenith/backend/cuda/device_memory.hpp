@@ -1,8 +1,8 @@
 #pragma once
 // Memory on CUDA devices: each device's caching allocator (core/caching_allocator.hpp, the same
 // policy and statistics as the CPU's) over the driver's cuMemAlloc, and copies between devices
-// and the host. Installed as the core's CUDA memory (core/device_memory.hpp) by including this
-// header, which zenith/zenith.hpp does.
+// and the host. Installed as the core's CUDA memory (core/device_memory.hpp) when a program first
+// asks for a device, zenith::cuda(i), defined here.
 //
 //   zn::array<float> a = x.to(zn::cuda(0));     // host -> device
 //   zn::array<float> h = a.to(zn::cpu);         // device -> host, into page-locked memory
@@ -171,15 +171,32 @@ inline void copy(void* dst, device to, void const* src, device from, std::size_t
 
 inline constexpr device_memory driver_memory{&allocate, &deallocate, &copy};
 
-// Installed while the program starts, before main (an inline variable: once per program).
-inline bool const installed = [] {
+// Installs the driver's memory as the CUDA devices' unless another is installed (a test's
+// stand-in). zenith::cuda(i) calls it: a program that never names a device does not compile it.
+inline void install_driver_memory() {
   if (!zenith::detail::cuda_memory_slot()) install_cuda_memory(&driver_memory);
-  return true;
-}();
+}
 
 }  // namespace detail
 
 }  // namespace cuda_backend
+
+// CUDA device i. Throws device_error, with a one-line message, when there is no usable driver or
+// no device i. The first call installs the driver's memory for arrays on devices.
+inline device cuda(int index = 0) {
+  std::string where = "zenith::cuda(" + std::to_string(index) + "): ";
+  cuda_backend::driver_api const& d = cuda_backend::driver();
+  if (!d.missing.empty()) throw device_error(where + d.missing);
+  int n = 0;
+  if (int r = d.device_count(&n); r != 0)
+    throw device_error(where + "cannot count devices (" +
+                       cuda_backend::detail::driver_error_text(d, r) + ")");
+  if (index < 0 || index >= n)
+    throw device_error(where + (n == 0 ? std::string("no CUDA device on this machine")
+                                       : "there are " + std::to_string(n) + " CUDA devices"));
+  cuda_backend::detail::install_driver_memory();
+  return device{device::kind::cuda, index};
+}
 
 // Waits until every kernel launched on device d has finished (launches return at once; copies
 // to and from the host wait by themselves). For timing, and before reading device memory that

@@ -128,20 +128,4 @@ inline int device_count() {
 
 }  // namespace cuda_backend
 
-// CUDA device i. Throws device_error, with a one-line message, when there is no usable driver or
-// no device i.
-inline device cuda(int index = 0) {
-  std::string where = "zenith::cuda(" + std::to_string(index) + "): ";
-  cuda_backend::driver_api const& d = cuda_backend::driver();
-  if (!d.missing.empty()) throw device_error(where + d.missing);
-  int n = 0;
-  if (int r = d.device_count(&n); r != 0)
-    throw device_error(where + "cannot count devices (" +
-                       cuda_backend::detail::driver_error_text(d, r) + ")");
-  if (index < 0 || index >= n)
-    throw device_error(where + (n == 0 ? std::string("no CUDA device on this machine")
-                                       : "there are " + std::to_string(n) + " CUDA devices"));
-  return device{device::kind::cuda, index};
-}
-
 }  // namespace zenith
