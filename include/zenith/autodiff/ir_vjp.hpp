@@ -29,8 +29,8 @@ namespace zenith::ir {
 
 namespace detail {
 
-// Appends equations to g through a recorder that knows the placeholders' values. (A template
-// only so that a program that never differentiates IR compiles none of it.)
+// Appends equations to g. (A template only so that a program that never differentiates IR
+// compiles none of it.)
 template <class = void>
 class vjp_builder_t {
  public:

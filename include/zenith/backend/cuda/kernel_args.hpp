@@ -64,6 +64,9 @@ class kernel_args {
     push_bytes(bytes.data(), bytes.size());
   }
 
+  // Another list's arguments after these.
+  void append(kernel_args const& o) { args_.insert(args_.end(), o.args_.begin(), o.args_.end()); }
+
   void push_bytes(void const* p, std::size_t n) {
     auto& a = args_.emplace_back((n + sizeof(chunk) - 1) / sizeof(chunk));
     std::memcpy(a.data(), p, n);
@@ -91,10 +94,37 @@ struct elementwise_launch {
   std::int64_t n = 0;  // elements
 };
 
-// The variant for out (contiguous, row-major, of shape s) = ev, an evaluator built for shape s
+// What a generated kernel reads of an evaluator: each leaf's base and strides, and each
+// literal's value as its argument (in the order kernel_source.hpp's text() numbered them).
+// Collected once per launch, so that choosing the variant and packing the arguments are compiled
+// once, not once per expression type.
+struct device_operands {
+  std::vector<void const*> bases;
+  std::vector<std::array<std::int64_t, max_rank>> strides;
+  kernel_args scalars;
+};
+
+// An evaluator (make_evaluator's result), as the templates below take.
+template <class Ev>
+concept leaf_walker = requires(Ev& e) {
+  e.for_each_leaf([](auto const&) {});
+};
+
+template <leaf_walker Ev>
+device_operands operands_of(Ev& ev) {
+  device_operands o;
+  ev.for_each_leaf([&](auto const& leaf) {
+    o.bases.push_back(leaf.base);
+    o.strides.push_back(leaf.stride);
+  });
+  detail::device_expr<Ev>::for_each_scalar(ev, [&](auto x) { o.scalars.push(x); });
+  return o;
+}
+
+// The variant for out (contiguous, row-major, of shape s) = an evaluator built for shape s
 // (make_evaluator), so that its leaves' strides are in s's rank.
-template <element T, class Ev>
-kernel_variant choose_variant(T const* out, zenith::shape const& s, Ev& ev) {
+inline kernel_variant choose_variant(void const* out, zenith::shape const& s,
+                                     device_operands const& o) {
   std::size_t const r = s.size();
   auto const rm = row_major_strides(s);
   constexpr std::int64_t max32 = std::numeric_limits<std::int32_t>::max();
@@ -102,56 +132,59 @@ kernel_variant choose_variant(T const* out, zenith::shape const& s, Ev& ev) {
   bool aligned = reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
   bool wide = std::int64_t(s.numel()) > max32;
   std::uint32_t broadcast = 0;
-  std::size_t k = 0;
-  ev.for_each_leaf([&](auto const& leaf) {
+  for (std::size_t k = 0; k < o.bases.size(); ++k) {
+    auto const& stride = o.strides[k];
     bool unit = true, zero = true;
     std::int64_t reach = 0;  // the farthest element read from the leaf's base
     for (std::size_t d = 0; d < r; ++d) {
       if (s[d] <= 1) continue;
-      unit = unit && leaf.stride[d] == rm[d];
-      zero = zero && leaf.stride[d] == 0;
-      std::int64_t st = leaf.stride[d] < 0 ? -leaf.stride[d] : leaf.stride[d];
+      unit = unit && stride[d] == rm[d];
+      zero = zero && stride[d] == 0;
+      std::int64_t st = stride[d] < 0 ? -stride[d] : stride[d];
       reach += st * (std::int64_t(s[d]) - 1);
     }
     if (zero && k < 32)
       broadcast |= 1u << k;
     else if (!unit)
       flat = false;
-    else if (reinterpret_cast<std::uintptr_t>(leaf.base) % 16 != 0)
+    else if (reinterpret_cast<std::uintptr_t>(o.bases[k]) % 16 != 0)
       aligned = false;
     wide = wide || reach > max32;
-    ++k;
-  });
+  }
   kernel_variant v;
   v.kind = !flat ? layout::strided : aligned ? layout::vectorized : layout::contiguous;
   v.index64 = wide;
   v.broadcast = flat ? broadcast : 0;
   return v;
 }
+template <element T, leaf_walker Ev>
+kernel_variant choose_variant(T const* out, zenith::shape const& s, Ev& ev) {
+  return choose_variant(out, s, operands_of(ev));
+}
 
 // The operands every generated kernel takes after its counts and output: each leaf's base
 // pointer, then each literal's value (kernel_source.hpp's parameter order). Returns the number
 // of leaves.
-template <class Ev>
+inline std::size_t push_operands(kernel_args& a, device_operands const& o) {
+  for (void const* b : o.bases) a.push(b);
+  a.append(o.scalars);
+  return o.bases.size();
+}
+template <leaf_walker Ev>
 std::size_t push_operands(kernel_args& a, Ev& ev) {
-  std::size_t leaves = 0;
-  ev.for_each_leaf([&](auto const& leaf) {
-    a.push(leaf.base);
-    ++leaves;
-  });
-  detail::device_expr<Ev>::for_each_scalar(ev, [&](auto x) { a.push(x); });
-  return leaves;
+  return push_operands(a, operands_of(ev));
 }
 
-// The arguments of variant v's kernel for out (as above) = ev; with out_stride, out is written at
-// those strides (in elements) instead of row-major, which only the strided variant can do.
-template <element T, class Ev>
-kernel_args launch_args(kernel_variant const& v, T* out, zenith::shape const& s, Ev& ev,
-                        std::array<std::int64_t, max_rank> const* out_stride = nullptr) {
+// The arguments of variant v's kernel for out (as above) = the evaluator of o; with out_stride,
+// out is written at those strides (in elements) instead of row-major, which only the strided
+// variant can do.
+inline kernel_args launch_args(kernel_variant const& v, void* out, zenith::shape const& s,
+                               device_operands const& o,
+                               std::array<std::int64_t, max_rank> const* out_stride = nullptr) {
   kernel_args a;
   a.push_index(v.index64, std::int64_t(s.numel()));
   a.push(out);
-  std::size_t const leaves = push_operands(a, ev);
+  std::size_t const leaves = push_operands(a, o);
   if (v.kind != layout::strided) return a;
 
   // zn_geom: dims[max_rank], st[leaves + 1][max_rank] (row 0 the output's), then int rank.
@@ -162,20 +195,23 @@ kernel_args launch_args(kernel_variant const& v, T* out, zenith::shape const& s,
     g[d] = std::int64_t(s[d]);
     g[max_rank + d] = out_stride ? (*out_stride)[d] : rm[d];
   }
-  std::size_t row = 2;
-  ev.for_each_leaf([&](auto const& leaf) {
-    for (std::size_t d = 0; d < r; ++d) g[row * max_rank + d] = s[d] <= 1 ? 0 : leaf.stride[d];
-    ++row;
-  });
+  for (std::size_t k = 0; k < leaves; ++k)
+    for (std::size_t d = 0; d < r; ++d) g[(k + 2) * max_rank + d] = s[d] <= 1 ? 0 : o.strides[k][d];
   a.push_geometry(v.index64, g, {int(r)});
   return a;
 }
+template <element T, leaf_walker Ev>
+kernel_args launch_args(kernel_variant const& v, T* out, zenith::shape const& s, Ev& ev,
+                        std::array<std::int64_t, max_rank> const* out_stride = nullptr) {
+  return launch_args(v, static_cast<void*>(out), s, operands_of(ev), out_stride);
+}
 
-template <element T, class Ev>
+template <element T, leaf_walker Ev>
 elementwise_launch plan_elementwise(T* out, zenith::shape const& s, Ev& ev) {
   elementwise_launch l;
-  l.variant = choose_variant(out, s, ev);
-  l.args = launch_args(l.variant, out, s, ev);
+  device_operands o = operands_of(ev);
+  l.variant = choose_variant(out, s, o);
+  l.args = launch_args(l.variant, out, s, o);
   l.n = std::int64_t(s.numel());
   return l;
 }

@@ -18,8 +18,8 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "../../core/array.hpp"
 #include "../../core/creation.hpp"
@@ -81,27 +81,30 @@ struct reduction_on_device<reduce_node<Op, C>>
     : std::bool_constant<device_reduction<Op> &&
                          elementwise_on_device<std::remove_cvref_t<C>>::value> {};
 
-// The kernel of variant v for out (T) = an evaluator of type Ev: generated once per type and
-// variant, as its text depends on nothing else.
+// The kernel make(arg) gives, made once per (make, key) and kept for the program's life: one
+// cache for every generated kernel, so that each expression type compiles only its text.
+template <class Arg>
+kernel_source const& cached_kernel(kernel_source (*make)(Arg), Arg arg, std::uint64_t key) {
+  static std::mutex mu;
+  static std::map<std::pair<std::uintptr_t, std::uint64_t>, kernel_source> made;
+  std::lock_guard lock(mu);
+  auto k = std::make_pair(reinterpret_cast<std::uintptr_t>(make), key);
+  auto it = made.find(k);
+  if (it == made.end()) it = made.emplace(k, make(arg)).first;
+  return it->second;
+}
+
+// The kernel of variant v for out (T) = an evaluator of type Ev: its text depends on nothing
+// else.
 template <element T, class Ev>
 kernel_source const& kernel_for(kernel_variant const& v) {
-  static std::mutex mu;
-  static std::map<std::tuple<int, bool, std::uint32_t>, kernel_source> made;
-  std::lock_guard lock(mu);
-  auto key = std::make_tuple(int(v.kind), v.index64, v.broadcast);
-  auto it = made.find(key);
-  if (it == made.end()) it = made.emplace(key, elementwise_kernel<T, Ev>(v)).first;
-  return it->second;
+  std::uint64_t key = std::uint64_t(v.kind) << 40 | std::uint64_t(v.index64) << 32 | v.broadcast;
+  return cached_kernel<kernel_variant const&>(&elementwise_kernel<T, Ev>, v, key);
 }
 
 template <class Op, element T, class Ev>
 kernel_source const& reduction_kernel_for(bool index64) {
-  static std::mutex mu;
-  static std::map<bool, kernel_source> made;
-  std::lock_guard lock(mu);
-  auto it = made.find(index64);
-  if (it == made.end()) it = made.emplace(index64, reduction_kernel<Op, T, Ev>(index64)).first;
-  return it->second;
+  return cached_kernel<bool>(&reduction_kernel<Op, T, Ev>, index64, index64);
 }
 template <class Op, element T, class A>
 kernel_source const& reduction_finish_kernel_for() {
@@ -110,16 +113,15 @@ kernel_source const& reduction_finish_kernel_for() {
 }
 
 // Whether an index into the child of shape s, or any leaf's offset, needs 64 bits.
-template <class Ev>
-bool needs_index64(zenith::shape const& s, Ev& ev) {
+inline bool needs_index64(zenith::shape const& s, device_operands const& o) {
   constexpr std::int64_t max32 = std::numeric_limits<std::int32_t>::max();
   bool wide = std::int64_t(s.numel()) > max32;
-  ev.for_each_leaf([&](auto const& leaf) {
+  for (auto const& stride : o.strides) {
     std::int64_t reach = 0;
     for (std::size_t k = 0; k < s.size(); ++k)
-      reach += (leaf.stride[k] < 0 ? -leaf.stride[k] : leaf.stride[k]) * (std::int64_t(s[k]) - 1);
+      reach += (stride[k] < 0 ? -stride[k] : stride[k]) * (std::int64_t(s[k]) - 1);
     wide = wide || reach > max32;
-  });
+  }
   return wide;
 }
 
@@ -149,21 +151,14 @@ inline kernel_runner const& runner_for(device d) {
   return *runner;
 }
 
-// out (T, of shape s) = e, lowered, of shape s, as one elementwise kernel: in the variant that
-// fits the arrays at hand, or, with out_stride, in the strided one writing out at those strides
-// (a slice of a larger array).
-template <element T, expression E>
-void launch_elementwise(device d, T* out, zenith::shape const& s, E const& e,
-                        std::array<std::int64_t, max_rank> const* out_stride = nullptr) {
-  static_assert(elementwise_on_device<std::remove_cvref_t<E>>::value,
-                "zenith: a device expression must be lowered first (lower.hpp)");
-  kernel_runner const& runner = runner_for(d);
+// Launches the elementwise kernel that `kernel` gives for the variant that fits out (of shape
+// s) and the operands o, or with out_stride the strided one writing out at those strides.
+inline void launch_elementwise_of(kernel_runner const& runner, device d, void* out,
+                                  zenith::shape const& s, device_operands const& o,
+                                  kernel_source const& (*kernel)(kernel_variant const&),
+                                  std::array<std::int64_t, max_rank> const* out_stride) {
   std::int64_t n = std::int64_t(s.numel());
-  if (n == 0) return;
-  zenith::detail::kernel_device_scope scope(d);  // the leaves may live on d
-  auto ev = make_evaluator(e);
-  using Ev = decltype(ev);
-  kernel_variant v = choose_variant(out, s, ev);
+  kernel_variant v = choose_variant(out, s, o);
   if (out_stride) {
     v.kind = layout::strided;
     v.broadcast = 0;
@@ -174,9 +169,49 @@ void launch_elementwise(device d, T* out, zenith::shape const& s, E const& e,
           ((*out_stride)[k] < 0 ? -(*out_stride)[k] : (*out_stride)[k]) * (std::int64_t(s[k]) - 1);
     v.index64 = v.index64 || reach > max32;
   }
-  kernel_source const& k = kernel_for<T, Ev>(v);
-  kernel_args a = launch_args(v, out, s, ev, out_stride);
+  kernel_source const& k = kernel(v);
+  kernel_args a = launch_args(v, out, s, o, out_stride);
   runner.run(d, k, a, {256, (n + 255) / 256, false});
+}
+
+// out (T, of shape s) = e, lowered, of shape s, as one elementwise kernel: in the variant that
+// fits the arrays at hand, or, with out_stride, in the strided one writing out at those strides
+// (a slice of a larger array). Only the kernel's text is compiled per expression type.
+template <element T, expression E>
+void launch_elementwise(device d, T* out, zenith::shape const& s, E const& e,
+                        std::array<std::int64_t, max_rank> const* out_stride = nullptr) {
+  static_assert(elementwise_on_device<std::remove_cvref_t<E>>::value,
+                "zenith: a device expression must be lowered first (lower.hpp)");
+  kernel_runner const& runner = runner_for(d);
+  if (s.numel() == 0) return;
+  zenith::detail::kernel_device_scope scope(d);  // the leaves may live on d
+  auto ev = make_evaluator(e);
+  launch_elementwise_of(runner, d, out, s, operands_of(ev), &kernel_for<T, decltype(ev)>,
+                        out_stride);
+}
+
+// A reduction's launch, its kernel k made (for index64 = wide) from the child's evaluator: one
+// kernel, or split, a second combining each output's partial states. Per (Op, T, A), not per
+// expression.
+template <class Op, element T, class A>
+void launch_reduction(kernel_runner const& runner, device d, kernel_source const& k, bool wide,
+                      array<T>& out, zenith::shape const& s, std::uint32_t axes, std::int64_t count,
+                      device_operands const& o) {
+  std::int64_t const nout = std::int64_t(out.size());
+  std::int64_t const splits = reduction_splits(nout, count);
+  if (splits == 1) {
+    kernel_args a = reduction_args(wide, out.data(), s, axes, o);
+    runner.run(d, k, a, {unsigned(reduction_block), nout, true});
+    return;
+  }
+  // Split: each block's partial state, then one block per output combines them.
+  std::size_t const bytes = std::size_t(nout * splits) * reduction_state_bytes<Op, A>();
+  auto part = array<std::int64_t>::empty({(bytes + 7) / 8}, d);
+  kernel_args a = reduction_args(wide, out.data(), s, axes, o, splits, part.data());
+  runner.run(d, k, a, {unsigned(reduction_block), nout * splits, true});
+  kernel_args f = reduction_finish_args(nout, count, splits, out.data(), part.data());
+  runner.run(d, reduction_finish_kernel_for<Op, T, A>(), f,
+             {unsigned(reduction_block), nout, true});
 }
 
 }  // namespace detail
@@ -203,28 +238,15 @@ array<T> run_on_device(device d, E const& e) {
     zenith::detail::kernel_device_scope scope(d);  // the leaves may live on d
     auto ev = make_evaluator(e.child);
     using Ev = decltype(ev);
+    device_operands o = operands_of(ev);
     // 32-bit indices only where the threads' strides past the last element fit too (a step is
     // at most a block per split).
-    bool wide = detail::needs_index64(s, ev) ||
+    bool wide = detail::needs_index64(s, o) ||
                 std::int64_t(s.numel()) > std::numeric_limits<std::int32_t>::max() -
                                               reduction_split_blocks * reduction_block;
     kernel_source const& k = detail::reduction_kernel_for<Op, T, Ev>(wide);
-    std::int64_t const nout = std::int64_t(out.size()), count = std::int64_t(e.count());
-    std::int64_t const splits = reduction_splits(nout, count);
-    if (splits == 1) {
-      kernel_args a = reduction_args(wide, out.data(), s, e.axes, ev);
-      runner.run(d, k, a, {unsigned(reduction_block), nout, true});
-      return out;
-    }
-    // Split: each block's partial state, then one block per output combines them.
-    using A = typename Ev::compute_type;
-    std::size_t const bytes = std::size_t(nout * splits) * reduction_state_bytes<Op, A>();
-    auto part = array<std::int64_t>::empty({(bytes + 7) / 8}, d);
-    kernel_args a = reduction_args(wide, out.data(), s, e.axes, ev, splits, part.data());
-    runner.run(d, k, a, {unsigned(reduction_block), nout * splits, true});
-    kernel_args f = reduction_finish_args(nout, count, splits, out.data(), part.data());
-    runner.run(d, detail::reduction_finish_kernel_for<Op, T, A>(), f,
-               {unsigned(reduction_block), nout, true});
+    detail::launch_reduction<Op, T, typename Ev::compute_type>(runner, d, k, wide, out, s, e.axes,
+                                                               std::int64_t(e.count()), o);
     return out;
   } else {
     auto out = array<T>::empty(e.shape(), d);

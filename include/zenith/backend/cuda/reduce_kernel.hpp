@@ -24,6 +24,7 @@
 // literals, and zn_rgeom: kept dims and reduced dims, then the strides over the kept dims (row 0
 // the output's, row k + 1 leaf k's) and over the reduced dims (row k leaf k's).
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -148,20 +149,24 @@ std::string finished_output_source() {
 
 }  // namespace detail
 
-// The kernel reducing Ev (the child's evaluator) with Op into an output of element type T.
-template <class Op, element T, class Ev>
-requires device_reduction<Op> kernel_source reduction_kernel(bool index64) {
-  using A = typename Ev::compute_type;  // the accumulator: the child's compute type
-  detail::source_builder b;
-  std::string expr = detail::device_expr<Ev>::text(b);
+// What a reduction kernel's text needs of its op and types: the output's and accumulator's
+// device types, the state's definitions and the finished output's expression.
+struct reduction_text {
+  std::string out_type, acc_type, state_source, finished_output;
+  bool indexed = false;
+};
+
+// The kernel reducing the device expression `expr` (what b registered: its leaves and scalars)
+// as r says. Compiled once: the op and the expression are text by now.
+inline kernel_source reduction_kernel_of(detail::source_builder const& b, std::string expr,
+                                         bool index64, reduction_text const& r) {
   std::size_t const nl = b.leaves.size();
-  std::string const acc(device_type<A>());
+  std::string const& acc = r.acc_type;
 
   kernel_source src;
-  std::string params = "zn_idx nout, zn_idx count, zn_idx splits, " +
-                       std::string(device_type<T>()) +
+  std::string params = "zn_idx nout, zn_idx count, zn_idx splits, " + r.out_type +
                        "* __restrict__ out, zn_state* __restrict__ part";
-  src.params = {"zn_idx", "zn_idx", "zn_idx", std::string(device_type<T>()) + "*", "zn_state*"};
+  src.params = {"zn_idx", "zn_idx", "zn_idx", r.out_type + "*", "zn_state*"};
   for (std::size_t i = 0; i < nl; ++i) {
     std::string st(b.leaves[i].storage);
     params += ", const " + st + "* __restrict__ in" + std::to_string(i);
@@ -187,7 +192,7 @@ requires device_reduction<Op> kernel_source reduction_kernel(bool index64) {
   s += "struct zn_rgeom { zn_idx kdims[" + R + "]; zn_idx rdims[" + R + "]; zn_idx kst[" +
        std::to_string(nl + 1) + "][" + R + "]; zn_idx rst[" + (nl ? L : "1") + "][" + R +
        "]; int nk; int nr; };\n";
-  s += detail::reduction_state_source<Op, A>();
+  s += r.state_source;
   s += "extern \"C\" __global__ void ZN_KERNEL(" + params + ") {\n";
   s += "  __shared__ zn_state zn_sh[" + std::to_string(reduction_block) + "];\n";
   s += "  const int t = threadIdx.x;\n";
@@ -209,18 +214,30 @@ requires device_reduction<Op> kernel_source reduction_kernel(bool index64) {
   for (std::size_t k = 0; k < nl; ++k) s += ", o" + std::to_string(k) + " = b" + std::to_string(k);
   s += ";\n";
   s += detail::split_index("q", "g.rdims", "g.nr", reduced, "      ");
-  if constexpr (indexed_reduction<Op>)
+  if (r.indexed)
     s += "      zn_state x;\n      x.v = (" + acc + ")(" + expr + ");\n      x.i = j;\n";
   else
     s += "      const zn_state x = (" + acc + ")(" + expr + ");\n";
   s += "      acc = zn_combine(acc, x);\n    }\n";
   s += detail::block_tree_source();
   s += "    if (t == 0 && splits > 1) part[u] = zn_sh[0];\n";
-  s += "    else if (t == 0) out[b_out] = " + detail::finished_output_source<Op, T, A>() +
+  s += "    else if (t == 0) out[b_out] = " + r.finished_output +
        ";\n    __syncthreads();\n  }\n}\n";
 
   detail::name_kernel(src, "zn_red_", std::move(s));
   return src;
+}
+
+// The kernel reducing Ev (the child's evaluator) with Op into an output of element type T.
+template <class Op, element T, class Ev>
+requires device_reduction<Op> kernel_source reduction_kernel(bool index64) {
+  detail::source_builder b;
+  std::string expr = detail::device_expr<Ev>::text(b);
+  using A = typename Ev::compute_type;  // the accumulator: the child's compute type
+  reduction_text r{std::string(device_type<T>()), std::string(device_type<A>()),
+                   detail::reduction_state_source<Op, A>(),
+                   detail::finished_output_source<Op, T, A>(), indexed_reduction<Op>};
+  return reduction_kernel_of(b, std::move(expr), index64, r);
 }
 
 // The second launch of a split reduction: one block per output combines its splits' partial
@@ -282,22 +299,14 @@ inline kernel_args reduction_finish_args(std::int64_t nout, std::int64_t count, 
   return reduction_head_args(true, nout, count, splits, out, part);
 }
 
-// The arguments of reduction_kernel's kernel for out (contiguous over the kept axes) = the
-// reduction over the axes in mask (bit d: axis d of s) of ev, built for the child's shape s;
-// with splits > 1, part holds nout * splits partial states (reduction_state_bytes each).
-template <element T, class Ev>
-kernel_args reduction_args(bool index64, T* out, zenith::shape const& s, std::uint32_t mask, Ev& ev,
-                           std::int64_t splits = 1, void* part = nullptr) {
-  std::size_t const r = s.size();
+// The zn_rgeom argument of reduction_kernel's kernel, for a child of shape s reduced over the
+// axes in mask, whose leaves have strides `leaf_strides` (a kernel's arguments end with it).
+inline void push_reduction_geometry(
+    kernel_args& a, bool index64, zenith::shape const& s, std::uint32_t mask,
+    std::vector<std::array<std::int64_t, max_rank>> const& leaf_strides) {
+  std::size_t const r = s.size(), leaves = leaf_strides.size();
   std::vector<std::size_t> kept, reduced;
   for (std::size_t d = 0; d < r; ++d) ((mask >> d) & 1u ? reduced : kept).push_back(d);
-  std::int64_t nout = 1, count = 1;
-  for (auto d : kept) nout *= std::int64_t(s[d]);
-  for (auto d : reduced) count *= std::int64_t(s[d]);
-
-  kernel_args a = reduction_head_args(index64, nout, count, splits, out, part);
-  std::size_t const leaves = push_operands(a, ev);
-
   // zn_rgeom, in the index type: kdims, rdims, kst[leaves + 1], rst[max(leaves, 1)], then nk, nr.
   std::size_t const rows = 2 + (leaves + 1) + (leaves ? leaves : 1);
   std::vector<std::int64_t> g(rows * max_rank, 0);
@@ -309,16 +318,34 @@ kernel_args reduction_args(bool index64, T* out, zenith::shape const& s, std::ui
     out_stride *= std::int64_t(s[kept[i]]);
   }
   for (std::size_t i = 0; i < reduced.size(); ++i) at(1, i) = std::int64_t(s[reduced[i]]);
-  std::size_t k = 0;
-  ev.for_each_leaf([&](auto const& leaf) {
+  for (std::size_t k = 0; k < leaves; ++k) {
     for (std::size_t i = 0; i < kept.size(); ++i)
-      at(3 + k, i) = s[kept[i]] <= 1 ? 0 : leaf.stride[kept[i]];
+      at(3 + k, i) = s[kept[i]] <= 1 ? 0 : leaf_strides[k][kept[i]];
     for (std::size_t i = 0; i < reduced.size(); ++i)
-      at(3 + leaves + k, i) = s[reduced[i]] <= 1 ? 0 : leaf.stride[reduced[i]];
-    ++k;
-  });
+      at(3 + leaves + k, i) = s[reduced[i]] <= 1 ? 0 : leaf_strides[k][reduced[i]];
+  }
   a.push_geometry(index64, g, {int(kept.size()), int(reduced.size())});
+}
+
+// The arguments of reduction_kernel's kernel for out (contiguous over the kept axes) = the
+// reduction over the axes in mask (bit d: axis d of s) of the evaluator of o, built for the
+// child's shape s; with splits > 1, part holds nout * splits partial states
+// (reduction_state_bytes each).
+inline kernel_args reduction_args(bool index64, void* out, zenith::shape const& s,
+                                  std::uint32_t mask, device_operands const& o,
+                                  std::int64_t splits = 1, void* part = nullptr) {
+  std::int64_t nout = 1, count = 1;
+  for (std::size_t d = 0; d < s.size(); ++d)
+    ((mask >> d) & 1u ? count : nout) *= std::int64_t(s[d]);
+  kernel_args a = reduction_head_args(index64, nout, count, splits, out, part);
+  push_operands(a, o);
+  push_reduction_geometry(a, index64, s, mask, o.strides);
   return a;
+}
+template <element T, leaf_walker Ev>
+kernel_args reduction_args(bool index64, T* out, zenith::shape const& s, std::uint32_t mask, Ev& ev,
+                           std::int64_t splits = 1, void* part = nullptr) {
+  return reduction_args(index64, static_cast<void*>(out), s, mask, operands_of(ev), splits, part);
 }
 
 }  // namespace zenith::cuda_backend
