@@ -160,7 +160,13 @@ class cotangents {
     auto& m = slots<T>();
     std::optional<array<T>>* slot = m.find(b);
     if (!slot) return std::nullopt;
-    std::optional<array<T>> ct = std::move(*slot);
+    // Moved out as an array, not as an optional: GCC 12 warns, wrongly, that a moved optional's
+    // payload may be uninitialized (-Wmaybe-uninitialized), which fails a user's -Werror build.
+    if (!*slot) {
+      m.erase(b);
+      return std::nullopt;
+    }
+    array<T> ct = std::move(**slot);
     m.erase(b);
     return ct;
   }
