@@ -158,15 +158,15 @@ any_array reduce(any_array const& a, std::uint32_t mask) {
   });
 }
 
-// numpy's matmul of a and b with equal batch axes or none (the dot_general form the IR records),
-// float or double: BLAS per batch.
 // s with its last two axes swapped.
 inline zenith::shape swap_last_two(zenith::shape s) {
   if (s.size() >= 2) std::swap(s[s.size() - 1], s[s.size() - 2]);
   return s;
 }
 
-// numpy's matmul of a and b, each read transposed (its last two axes swapped) where ta / tb.
+// numpy's matmul of a and b with equal batch axes or none (the dot_general form the IR records),
+// float or double, BLAS per batch; each operand read transposed (its last two axes swapped)
+// where ta / tb.
 template <class T>
 array<T> matmul_blas(array<T> const& a, array<T> const& b, zenith::shape const& out_shape,
                      bool ta = false, bool tb = false) {
