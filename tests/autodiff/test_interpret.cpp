@@ -195,3 +195,34 @@ TEST_CASE("ir::run: known values are not recomputed, unneeded equations do not r
   out = zn::ir::run(g, {x, w});
   CHECK(zn::allclose(out[0].as<double>(), f(x, w), 1e-14, 0));
 }
+
+TEST_CASE("ir: the op tables hold what was registered, first registration kept", "[interpret]") {
+  struct table_test;  // a table of its own, whatever else the program registered
+  using own = int (*)(table_test*);
+  auto& t = zn::ir::detail::table_of<own>();
+  own one = [](table_test*) { return 1; }, two = [](table_test*) { return 2; };
+  CHECK(t.find("op", zn::dtype::float32) == nullptr);
+  t.add("op", zn::dtype::float32, one);
+  t.add("op", zn::dtype::float32, two);
+  t.add("op", zn::dtype::float64, two);
+  REQUIRE(t.find("op", zn::dtype::float32) != nullptr);
+  CHECK(t.find("op", zn::dtype::float32)(nullptr) == 1);
+  CHECK(t.find("op", zn::dtype::float64)(nullptr) == 2);
+  CHECK(t.find("op", zn::dtype::int32) == nullptr);
+  CHECK(t.find("other", zn::dtype::float32) == nullptr);
+}
+
+TEST_CASE("ir::run: a graph built by hand runs every op of the catalogue", "[interpret]") {
+  // No emitter registered these (op, dtype) pairs for this graph: ir::run registers every op.
+  zn::ir::graph g;
+  zn::ir::value_id x = g.add_input(zn::dtype::int64, {2, 3});
+  zn::ir::value_id y = g.add_equation("abs", {x}, zn::dtype::int64, {2, 3});
+  zn::ir::value_id m = g.add_equation("reduce_max", {y}, zn::dtype::int64, {2},
+                                      {{"axes", std::vector<std::int64_t>{1}}});
+  g.add_output(m);
+  auto a = zn::array<std::int64_t>({2, 3}, {-7, 2, 3, 4, -5, 1});
+  auto out = zn::ir::run(g, {a});
+  zn::array<std::int64_t> r = out[0].as<std::int64_t>();
+  CHECK(r(0) == 7);
+  CHECK(r(1) == 5);
+}

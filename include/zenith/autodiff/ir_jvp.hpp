@@ -114,13 +114,16 @@ std::optional<value_id> equation_jvp(vjp_builder& b, equation const& e,
 
 }  // namespace detail
 
-// Appends to g the tangents of the values `outputs`, given tangents `tangents` (values of g, of
-// the primals' shapes) of the values `primals`; returns one per output (nullopt where none
-// reaches it: the derivative is zero). An op with no rule is a value_error naming it.
+namespace detail {
+
+// append_jvp (below) with the rules of the ops the program registered (autodiff/ir_ops.hpp):
+// what a traced jvp runs.
 template <class = void>
-std::vector<std::optional<value_id>> append_jvp(graph& g, std::vector<value_id> const& primals,
-                                                std::vector<value_id> const& tangents,
-                                                std::vector<value_id> const& outputs) {
+std::vector<std::optional<value_id>> append_jvp_registered(graph& g,
+                                                           std::vector<value_id> const& primals,
+                                                           std::vector<value_id> const& tangents,
+                                                           std::vector<value_id> const& outputs) {
+  register_rule_ops();
   detail::vjp_builder b(g);
   std::vector<std::optional<value_id>> t(g.values().size());
   for (std::size_t i = 0; i < primals.size(); ++i) t[primals[i]] = tangents.at(i);
@@ -143,6 +146,20 @@ std::vector<std::optional<value_id>> append_jvp(graph& g, std::vector<value_id> 
   std::vector<std::optional<value_id>> out;
   for (value_id v : outputs) out.push_back(v < t.size() ? t[v] : std::nullopt);
   return out;
+}
+
+}  // namespace detail
+
+// Appends to g the tangents of the values `outputs`, given tangents `tangents` (values of g, of
+// the primals' shapes) of the values `primals`; returns one per output (nullopt where none
+// reaches it: the derivative is zero). An op with no rule is a value_error naming it. For any
+// graph, built by hand too: every op's rules are compiled in (register_all).
+template <class = void>
+std::vector<std::optional<value_id>> append_jvp(graph& g, std::vector<value_id> const& primals,
+                                                std::vector<value_id> const& tangents,
+                                                std::vector<value_id> const& outputs) {
+  register_all();
+  return detail::append_jvp_registered(g, primals, tangents, outputs);
 }
 
 }  // namespace zenith::ir

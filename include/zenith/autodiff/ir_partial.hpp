@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../expr/to_ir.hpp"
+#include "../ir/op_table.hpp"
 
 namespace zenith::ir {
 
@@ -92,6 +93,9 @@ sym symbolic_apply(std::type_identity<Op>, X const&... x) {
   if constexpr (is_cast_op<Op>) {
     return {cx, convert(cx->g, x.v..., cx->d)};
   } else {
+    // Rules apply to float and double values (16-bit floats compute in float).
+    op_emitted<Op, float>();
+    op_emitted<Op, double>();
     return sym_equation(Op::name, {x...});
   }
 }
@@ -125,23 +129,50 @@ constexpr bool takes_derivative() {
     return true;
 }
 
-// The tag of an elementwise op by its IR name.
-template <class... Ops, class F>
-bool with_elementwise_op(std::string_view op, type_list<Ops...>, F&& f) {
-  bool found = false;
-  auto one = [&]<class Op>() {
-    if (!found && zenith::ir::detail::op_name(Op::name) == op) {
-      found = true;
-      f.template operator()<Op>();
+// The partials of an elementwise equation e of g with respect to its operands, into out (in e's
+// order), for the operands want(m) selects that take a derivative; xs are e's operands in the
+// tag's order, perm[J] the position in e of the tag's operand J.
+using partials_fn = void (*)(graph& g, equation const& e, std::vector<value_id> const& xs,
+                             std::vector<std::size_t> const& perm, std::vector<char> const& want,
+                             std::vector<std::optional<partial>>& out);
+
+template <class Op>
+void op_partials(graph& g, equation const& e, std::vector<value_id> const& xs,
+                 std::vector<std::size_t> const& perm, std::vector<char> const& want,
+                 std::vector<std::optional<partial>>& out) {
+  if constexpr (!is_cast_op<Op>) {
+    zenith::dtype d = g.at(e.output).dtype;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+        if constexpr (takes_derivative<Op, J>()) {
+          std::size_t m = perm[J];
+          if (!want[m] || g.at(e.inputs[m]).kind == value_kind::literal) return;
+          out[m] = partial_of<Op, J>(g, e.output, xs, d, std::index_sequence<I...>{});
+        }
+      };
+      (one(std::integral_constant<std::size_t, I>{}), ...);
     }
-  };
-  (one.template operator()<Ops>(), ...);
-  return found;
+    (std::make_index_sequence<op_arity<Op>()>{});
+  }
+}
+
+// The rules are the same for every dtype: one entry per op, under this key.
+inline constexpr zenith::dtype any_dtype = zenith::dtype::float32;
+
+// Registers elementwise op Op's partials (ir/op_table.hpp). Once per Op.
+template <class Op>
+void register_partials() {
+  static bool const once = [] {
+    table_of<partials_fn>().add(op_name(Op::name), any_dtype, &op_partials<Op>);
+    return true;
+  }();
+  (void)once;
 }
 
 // The partials of elementwise equation e of g with respect to its operands (in e's order), for
 // the operands `want(m)` selects that take a derivative (nullopt for the others). An op that is
-// not in the catalogue is a value_error naming it and `mode`.
+// not in the catalogue, or whose rules no emitter registered, is a value_error naming it and
+// `mode`.
 template <class = void>
 std::vector<std::optional<partial>> elementwise_partials(graph& g, equation const& e,
                                                          std::vector<char> const& want,
@@ -154,26 +185,13 @@ std::vector<std::optional<partial>> elementwise_partials(graph& g, equation cons
   if (e.op == "clamp") perm = {1, 0, 2};
   std::vector<value_id> xs;
   for (std::size_t k : perm) xs.push_back(e.inputs[k]);
-  zenith::dtype d = g.at(e.output).dtype;
-  value_id y = e.output;
-  bool found =
-      with_elementwise_op(e.op == "select_n" ? "select" : e.op, elementwise_ops{}, [&]<class Op>() {
-        if constexpr (!is_cast_op<Op>) {
-          [&]<std::size_t... I>(std::index_sequence<I...>) {
-            auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-              if constexpr (takes_derivative<Op, J>()) {
-                std::size_t m = perm[J];
-                if (!want[m] || g.at(e.inputs[m]).kind == value_kind::literal) return;
-                out[m] = partial_of<Op, J>(g, y, xs, d, std::index_sequence<I...>{});
-              }
-            };
-            (one(std::integral_constant<std::size_t, I>{}), ...);
-          }
-          (std::make_index_sequence<op_arity<Op>()>{});
-        }
-      });
-  if (!found)
-    throw value_error("ir: no " + std::string(mode) + " rule for op " + std::string(e.op));
+  std::string_view op = e.op == "select_n" ? std::string_view("select") : std::string_view(e.op);
+  partials_fn f = table_of<partials_fn>().find(op, any_dtype);
+  if (!f)
+    throw value_error("ir: no " + std::string(mode) + " rule for op " + std::string(e.op) +
+                      " is registered (a program registers the rules of the ops it emits; for a "
+                      "graph built by hand, call zn::ir::register_all())");
+  f(g, e, xs, perm, want, out);
   return out;
 }
 

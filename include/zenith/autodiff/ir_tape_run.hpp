@@ -256,7 +256,7 @@ void pull_hook(trace_state& t, std::size_t first, std::size_t last, ir::value_id
         seen[v] = 1;
         wrt.push_back(v);
       }
-  auto r = ir::append_vjp(g, outs, seeds, wrt, first);
+  auto r = ir::detail::append_vjp_registered(g, outs, seeds, wrt, first);
   if (!run_derivatives(g, vals, r)) return;
   for (std::size_t k = 0; k < wrt.size(); ++k) {
     if (!r[k]) continue;
@@ -306,7 +306,7 @@ void compute_tangents(trace_state& t, autodiff::tangents& ts) {
         t.reads_traced(ir.arrays[v].storage().get()))
       outputs.push_back(v);
   if (primals.empty() || outputs.empty()) return;
-  auto r = ir::append_jvp(g, primals, tangents, outputs);
+  auto r = ir::detail::append_jvp_registered(g, primals, tangents, outputs);
   if (!run_derivatives(g, vals, r)) return;
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     if (!r[k]) continue;

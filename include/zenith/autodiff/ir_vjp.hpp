@@ -23,7 +23,7 @@
 
 #include "../core/any_array.hpp"
 #include "../expr/to_ir.hpp"
-#include "ir_partial.hpp"
+#include "ir_ops.hpp"
 
 namespace zenith::ir {
 
@@ -347,16 +347,17 @@ std::vector<std::optional<value_id>> equation_vjp(vjp_builder& b, equation const
 
 }  // namespace detail
 
-// Appends to g the cotangents of the values `wrt`, given cotangents `cts` (values of g, of the
-// outputs' shapes) of the values `outputs`; returns one per wrt (nullopt where no cotangent
-// reaches it: the derivative is zero). Equations before `first` are not differentiated (their
-// results take cotangents as any value read does). An op with no rule is a value_error naming
-// it.
+namespace detail {
+
+// append_vjp (below) with the rules of the ops the program registered (autodiff/ir_ops.hpp):
+// what a tape's backward pass runs.
 template <class = void>
-std::vector<std::optional<value_id>> append_vjp(graph& g, std::vector<value_id> const& outputs,
-                                                std::vector<value_id> const& cts,
-                                                std::vector<value_id> const& wrt,
-                                                std::size_t first = 0) {
+std::vector<std::optional<value_id>> append_vjp_registered(graph& g,
+                                                           std::vector<value_id> const& outputs,
+                                                           std::vector<value_id> const& cts,
+                                                           std::vector<value_id> const& wrt,
+                                                           std::size_t first = 0) {
+  register_rule_ops();
   detail::vjp_builder b(g);
   std::vector<std::optional<value_id>> ct(g.values().size());
   auto add = [&](value_id v, value_id c) {
@@ -376,6 +377,22 @@ std::vector<std::optional<value_id>> append_vjp(graph& g, std::vector<value_id> 
   std::vector<std::optional<value_id>> out;
   for (value_id v : wrt) out.push_back(v < ct.size() ? ct[v] : std::nullopt);
   return out;
+}
+
+}  // namespace detail
+
+// Appends to g the cotangents of the values `wrt`, given cotangents `cts` (values of g, of the
+// outputs' shapes) of the values `outputs`; returns one per wrt (nullopt where no cotangent
+// reaches it: the derivative is zero). Equations before `first` are not differentiated (their
+// results take cotangents as any value read does). An op with no rule is a value_error naming
+// it. For any graph, built by hand too: every op's rules are compiled in (register_all).
+template <class = void>
+std::vector<std::optional<value_id>> append_vjp(graph& g, std::vector<value_id> const& outputs,
+                                                std::vector<value_id> const& cts,
+                                                std::vector<value_id> const& wrt,
+                                                std::size_t first = 0) {
+  register_all();
+  return detail::append_vjp_registered(g, outputs, cts, wrt, first);
 }
 
 }  // namespace zenith::ir

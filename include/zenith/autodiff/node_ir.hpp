@@ -57,6 +57,7 @@ ir::value_id ir_form(ir::recorder& r, shared_ref<E> const& e) {
 template <class C>
 ir::value_id ir_form(ir::recorder& r, sum_to_node<C> const& e) {
   ir::value_id v = ir::emit(r, e.child);
+  ir::detail::op_emitted<ops::reduce_sum, value_t<C>>();
   std::vector<int> axes(e.axes.begin(), e.axes.end());
   return detail::ir_sum_to(r.target(), v, axes, e.shape());
 }
@@ -64,6 +65,7 @@ ir::value_id ir_form(ir::recorder& r, sum_to_node<C> const& e) {
 template <class E>
 ir::value_id ir_form(ir::recorder& r, fold_to_node<E> const& e) {
   ir::value_id v = ir::emit(r, e.child);
+  ir::detail::op_emitted<ops::reduce_sum, value_t<E>>();
   return detail::ir_sum_to(r.target(), v, detail::folded_axes(e.child.shape(), e.full), e.shape());
 }
 

@@ -211,6 +211,13 @@ value_id emit(recorder& r, E const& e);
 
 namespace detail {
 
+// Called for each elementwise op and reduction Op that a program emits, with its operands'
+// element type T: the layers that run and differentiate IR register Op's kernel and rules for
+// T (ir/op_table.hpp), so that a program compiles those of the ops it uses only. Defined by
+// autodiff/ir_ops.hpp.
+template <class Op, class T>
+void op_emitted();
+
 template <class Op, class... Cs, std::size_t... I>
 value_id emit_map(recorder& r, map_node<Op, Cs...> const& e, std::index_sequence<I...>) {
   graph& g = r.target();
@@ -219,12 +226,15 @@ value_id emit_map(recorder& r, map_node<Op, Cs...> const& e, std::index_sequence
   std::vector<value_id> in{broadcast(g, emit(r, zenith::get<I>(e.children)), s)...};
   if constexpr (std::is_same_v<Op, ops::cast<value_t<map_node<Op, Cs...>>>>) {
     return convert(g, in[0], d);
-  } else if constexpr (std::is_same_v<Op, ops::where>) {
-    return g.add_equation("select_n", {in[0], in[2], in[1]}, d, s);  // JAX: false case first
-  } else if constexpr (std::is_same_v<Op, ops::clip>) {
-    return g.add_equation("clamp", {in[1], in[0], in[2]}, d, s);  // JAX: clamp(lo, x, hi)
   } else {
-    return g.add_equation(op_name(Op::name), std::move(in), d, s);
+    // The interpreter picks a kernel by the last operand's type (a where's condition is bool).
+    op_emitted<Op, value_t<std::tuple_element_t<sizeof...(Cs) - 1, std::tuple<Cs...>>>>();
+    if constexpr (std::is_same_v<Op, ops::where>)
+      return g.add_equation("select_n", {in[0], in[2], in[1]}, d, s);  // JAX: false case first
+    else if constexpr (std::is_same_v<Op, ops::clip>)
+      return g.add_equation("clamp", {in[1], in[0], in[2]}, d, s);  // JAX: clamp(lo, x, hi)
+    else
+      return g.add_equation(op_name(Op::name), std::move(in), d, s);
   }
 }
 
@@ -280,6 +290,7 @@ value_id emit_reduce(recorder& r, reduce_node<Op, C> const& e) {
   attributes a{{"axes", mask_list(e.axes, from.size())}};
   if constexpr (indexed_reduction<Op>) a.set("index_dtype", d);
   if constexpr (std::is_same_v<Op, ops::reduce_sum>) a.set("out_sharding", std::string("None"));
+  op_emitted<Op, value_t<C>>();
   value_id out = g.add_equation(Op::name, {in}, d, dropped, std::move(a));
   return e.keepdims ? insert_axes(g, out, e.shape(), e.axes) : out;
 }

@@ -9,8 +9,9 @@
 // inputs or from the tiles of earlier equations (which stay in L1), its result written to a
 // tile, or to memory where a later equation outside the region or the graph's result reads it.
 // A kernel exists once per (op, compute type), instantiated from the op's tag (its simd() on
-// xsimd batches, apply() for the tail and for types without a batch form), whatever graphs are
-// run; 16-bit floats compute in float, as everywhere. Other equations (broadcasts, views,
+// xsimd batches, apply() for the tail and for types without a batch form), and is found in an
+// op table where the program registered it when it emitted the op (backend/cpu/op_kernels.hpp);
+// 16-bit floats compute in float, as everywhere. Other equations (broadcasts, views,
 // reductions, dot_general, softmax, layer_norm, concatenate, conv2d) run one at a time as plain
 // loops (backend/cpu/interpret_barriers.hpp).
 //
@@ -26,85 +27,13 @@
 #include "../../expr/to_ir.hpp"
 #include "evaluate.hpp"
 #include "interpret_barriers.hpp"
+#include "op_kernels.hpp"
 
 namespace zenith::ir {
 
 namespace detail {
 
 inline constexpr std::size_t tile = 1024;
-
-// Kernel over n elements: out[i] = op(in[0][i], in[1][i], ...), in compute types.
-using tile_kernel = void (*)(std::size_t n, void* out, void const* const* in);
-
-template <std::size_t, class T>
-using repeat = T;
-
-// An op over operands of compute type C, result of the op's result type's compute type.
-template <class Op, class C, std::size_t... I>
-void map_tile(std::size_t n, void* out, void const* const* in, std::index_sequence<I...>) {
-  using R = compute_t<op_result_t<Op, repeat<I, C>...>>;
-  R* o = static_cast<R*>(out);
-  std::size_t i = 0;
-  if constexpr (std::is_same_v<R, C> && (std::is_same_v<C, float> || std::is_same_v<C, double>)) {
-    using B = xsimd::batch<C>;
-    for (; i + B::size <= n; i += B::size)
-      Op::simd(B::load_unaligned(static_cast<C const*>(in[I]) + i)...).store_unaligned(o + i);
-  }
-  for (; i < n; ++i) o[i] = R(Op::apply(static_cast<C const*>(in[I])[i]...));
-}
-
-// where(c, a, b): the condition is bool whatever the values' type.
-template <class C>
-void select_tile(std::size_t n, void* out, void const* const* in) {
-  auto cond = static_cast<bool const*>(in[0]);
-  auto a = static_cast<C const*>(in[1]), b = static_cast<C const*>(in[2]);
-  C* o = static_cast<C*>(out);
-  for (std::size_t i = 0; i < n; ++i) o[i] = cond[i] ? a[i] : b[i];
-}
-
-template <class Op, class C>
-void map_kernel(std::size_t n, void* out, void const* const* in) {
-  if constexpr (std::is_same_v<Op, ops::where>)
-    select_tile<C>(n, out, in);
-  else
-    map_tile<Op, C>(n, out, in, std::make_index_sequence<op_arity<Op>()>{});
-}
-
-// The kernel of elementwise op Op for operands of compute type C, if it takes them.
-template <class Op, class C>
-tile_kernel kernel_of() {
-  if constexpr (std::is_same_v<C, bool>)
-    return nullptr;
-  else if constexpr (is_floating_only<Op>() && !std::is_floating_point_v<C>)
-    return nullptr;
-  else
-    return &map_kernel<Op, C>;
-}
-
-// convert_element_type from compute type C to To (its value in To's compute type, rounded to
-// To first where To is a 16-bit float).
-template <class C, class To>
-void convert_kernel(std::size_t n, void* out, void const* const* in) {
-  auto a = static_cast<C const*>(in[0]);
-  auto o = static_cast<compute_t<To>*>(out);
-  for (std::size_t i = 0; i < n; ++i) o[i] = ops::cast<To>::apply(a[i]);
-}
-
-template <class... Ops>
-tile_kernel find_map_kernel(std::string_view op, zenith::dtype c, type_list<Ops...>) {
-  tile_kernel k = nullptr;
-  auto try_op = [&]<class Op>() {
-    if (k || zenith::ir::detail::op_name(Op::name) != op) return;
-    k = with_dtype(c, [&]<class C>() -> tile_kernel {
-      if constexpr (std::is_same_v<C, compute_t<C>>)
-        return kernel_of<Op, C>();
-      else
-        return nullptr;
-    });
-  };
-  (try_op.template operator()<Ops>(), ...);
-  return k;
-}
 
 // The compute type's dtype: float for the 16-bit floats, the dtype itself otherwise.
 inline zenith::dtype compute_dtype(zenith::dtype d) {
@@ -145,7 +74,12 @@ elementwise_plan plan_elementwise(graph const& g, equation const& e) {
   } else if (op == "clamp") {  // clamp(lo, x, hi) is clip(x, lo, hi)
     p.operands = {e.inputs[1], e.inputs[0], e.inputs[2]};
   }
-  p.kernel = find_map_kernel(op, in, elementwise_ops{});
+  p.kernel = table_of<tile_kernel>().find(op, in);
+  if (!p.kernel && is_elementwise_name(op, elementwise_ops{}))
+    throw value_error("ir::run: no kernel of op " + std::string(op) + " for " +
+                      std::string(dtype_name(in)) +
+                      " operands is registered (a program registers the ops it emits; for a "
+                      "graph built by hand, call zn::ir::register_all())");
   return p;
 }
 
@@ -498,24 +432,7 @@ void machine<U>::run_barrier(equation const& e) {
   } else if (op.starts_with("reduce_") || op == "argmax" || op == "argmin") {
     std::uint32_t mask = 0;
     for (std::int64_t k : ints("axes")) mask |= 1u << k;
-    if (op == "reduce_sum")
-      r = reduce<ops::reduce_sum>(a, mask);
-    else if (op == "reduce_mean")
-      r = reduce<ops::reduce_mean>(a, mask);
-    else if (op == "reduce_prod")
-      r = reduce<ops::reduce_prod>(a, mask);
-    else if (op == "reduce_max")
-      r = reduce<ops::reduce_max>(a, mask);
-    else if (op == "reduce_min")
-      r = reduce<ops::reduce_min>(a, mask);
-    else if (op == "reduce_logsumexp")
-      r = reduce<ops::reduce_logsumexp>(a, mask);
-    else if (op == "argmax")
-      r = reduce<ops::argmax>(a, mask);
-    else if (op == "argmin")
-      r = reduce<ops::argmin>(a, mask);
-    else
-      throw value_error("ir::run: no CPU implementation of op " + std::string(op));
+    r = reduce(op, a, mask);
   } else {
     throw value_error("ir::run: no CPU implementation of op " + std::string(op));
   }
@@ -593,9 +510,11 @@ void run_equations(graph const& g, std::vector<any_array>& vals, std::vector<std
 // g.outputs(). Constants come from the graph. `known` gives values already computed (a tape's
 // materialized results): the equations that compute them do not run. Neither do equations no
 // output needs.
+// Any graph, built by hand too: every op's kernel is compiled in (register_all).
 template <class = void>
 std::vector<any_array> run(graph const& g, std::vector<any_array> const& inputs,
                            std::vector<std::pair<value_id, any_array>> const& known = {}) {
+  register_all();
   if (inputs.size() != g.inputs().size())
     throw value_error("ir::run: " + std::to_string(inputs.size()) + " inputs given to a graph of " +
                       std::to_string(g.inputs().size()));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../../core/any_array.hpp"
+#include "../../ir/op_table.hpp"
 #include "conv.hpp"
 #include "layer_norm.hpp"
 #include "softmax.hpp"
@@ -122,9 +123,42 @@ void reduce_rows(void const* src, std::size_t outer, std::size_t inner, void* ds
   }
 }
 
-// Op over the axes in `mask` of a; the result has those axes dropped and the op's result type.
-template <class Op>
-any_array reduce(any_array const& a, std::uint32_t mask) {
+// Op over rows of `inner` elements of x (of element type T), as an array of shape `kept`.
+using reduce_kernel = any_array (*)(any_array const& x, zenith::shape const& kept,
+                                    std::size_t inner);
+template <class Op, class T>
+any_array reduce_typed(any_array const& x, zenith::shape const& kept, std::size_t inner) {
+  if (!Op::has_identity && inner == 0)
+    throw value_error("ir::run: " + std::string(Op::name) + " of an empty axis (to shape " +
+                      kept.str() + ")");
+  using R = typename Op::template result<typename Op::template input<T>>;
+  array<R> out = array<R>::empty(kept);
+  reduce_rows<Op, T>(x.data(), kept.numel(), inner, out.data());
+  return out;
+}
+
+// Registers reduction Op's kernel for element type T (none for bool). Once per (Op, T).
+template <class Op, class T>
+void register_reduction() {
+  if constexpr (!std::is_same_v<T, bool>) {
+    static bool const once = [] {
+      table_of<reduce_kernel>().add(Op::name, dtype_of<T>(), &reduce_typed<Op, T>);
+      return true;
+    }();
+    (void)once;
+  }
+}
+
+// Reduction op (an IR name, e.g. reduce_sum) over the axes in `mask` of a; the result has those
+// axes dropped and the op's result type.
+template <class = void>
+any_array reduce(std::string_view op, any_array const& a, std::uint32_t mask) {
+  reduce_kernel k = table_of<reduce_kernel>().find(op, a.dtype());
+  if (!k)
+    throw value_error("ir::run: no kernel of " + std::string(op) + " for " +
+                      std::string(dtype_name(a.dtype())) +
+                      " values is registered (a program registers the ops it emits; for a graph "
+                      "built by hand, call zn::ir::register_all())");
   zenith::shape const& s = a.shape();
   zenith::shape kept, moved;  // moved: the kept axes, then the reduced ones
   std::array<std::int64_t, max_rank> st{};
@@ -142,20 +176,7 @@ any_array reduce(any_array const& a, std::uint32_t mask) {
       st[j++] = src[k];
       inner *= s[k];
     }
-  if (!Op::has_identity && inner == 0)
-    throw value_error("ir::run: " + std::string(Op::name) + " of an empty axis of shape " +
-                      s.str());
-  any_array x = gather(a, moved, st, 0);
-  return with_dtype(a.dtype(), [&]<class T>() -> any_array {
-    if constexpr (std::is_same_v<T, bool>) {
-      throw dtype_error("ir::run: " + std::string(Op::name) + " of bool values");
-    } else {
-      using R = typename Op::template result<typename Op::template input<T>>;
-      array<R> out = array<R>::empty(kept);
-      reduce_rows<Op, T>(x.data(), kept.numel(), inner, out.data());
-      return out;
-    }
-  });
+  return k(gather(a, moved, st, 0), kept, inner);
 }
 
 // s with its last two axes swapped.
