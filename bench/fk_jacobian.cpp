@@ -5,6 +5,8 @@
 //
 // - zenith: zn::jacfwd of the forward kinematics written once, generic over the number type, as
 //   a chain of 4x4 transforms built from scalars (tensor<dual<double, 7>, 4, 4>).
+// - zenith, textbook form: the same arm as a Ceres user writes it (constants as T(...), the
+//   table as angles, the chain from an identity).
 // - hand-written: the geometric Jacobian, column i = z_i x (p - o_i), from the same chain of
 //   transforms in double (the frames' z axes and origins).
 // - Ceres Jet: the same forward kinematics on ceres::Jet<double, 7> with plain 4x4 arrays
@@ -82,8 +84,52 @@ constexpr fk_position_fn fk_position{};
 using Q = zn::tensor<double, 7>;
 using J = zn::tensor<double, 3, 7>;
 
+// The same forward kinematics as a Ceres user writes it: every constant made a number of type T
+// (T(0.0), T(a)), the DH table as angles whose cos and sin are taken at run time, and the chain
+// starting from an identity transform.
+struct dh_angles {
+  double a, d, alpha;
+};
+double const half_pi = std::acos(0.0);
+std::array<dh_angles, 7> const panda_angles{{
+    {0.0, 0.333, 0.0},
+    {0.0, 0.0, -half_pi},
+    {0.0, 0.316, half_pi},
+    {0.0825, 0.0, half_pi},
+    {-0.0825, 0.384, -half_pi},
+    {0.0, 0.0, half_pi},
+    {0.088, 0.0, half_pi},
+}};
+
+template <class T>
+ZENITH_FIXED_INLINE zn::tensor<T, 4, 4> dh_transform(T const& q, dh_angles const& p) {
+  using std::cos, std::sin;
+  T const ct = cos(q), st = sin(q);
+  T const ca = T(cos(p.alpha)), sa = T(sin(p.alpha)), a = T(p.a), d = T(p.d);
+  return {ct,      -st,     T(0.0), a,        //
+          st * ca, ct * ca, -sa,    -sa * d,  //
+          st * sa, ct * sa, ca,     ca * d,   //
+          T(0.0),  T(0.0),  T(0.0), T(1.0)};
+}
+
+struct fk_textbook_fn {
+  template <class Q>
+  ZENITH_FIXED_INLINE auto operator()(Q const& q) const {
+    using T = typename Q::value_type;
+    auto m = zn::tensor<T, 4, 4>::identity();
+    for (std::size_t i = 0; i < 7; ++i) m = zn::matmul(m, dh_transform(q(i), panda_angles[i]));
+    m = zn::matmul(m, dh_transform(T(0.0), dh_angles{0.0, flange_d, 0.0}));  // the flange
+    return zn::tensor<T, 3>{m(0, 3), m(1, 3), m(2, 3)};
+  }
+};
+constexpr fk_textbook_fn fk_textbook{};
+
 __attribute__((noinline)) void zn_jacobian(Q const* q, J* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = zn::jacfwd(fk_position)(q[i]);
+}
+
+__attribute__((noinline)) void zn_textbook_jacobian(Q const* q, J* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = zn::jacfwd(fk_textbook)(q[i]);
 }
 
 __attribute__((noinline)) void zn_fk(Q const* q, zn::tensor<double, 3>* out, std::size_t n) {
@@ -207,6 +253,8 @@ int main(int argc, char** argv) {
   std::vector<impl> impls;
   impls.push_back({"zenith jacfwd", zn_jacobian, std::vector<J>(batch), {}});
   impls.push_back({"hand-written geometric", hand_jacobian, std::vector<J>(batch), {}});
+  impls.push_back(
+      {"zenith jacfwd, textbook form", zn_textbook_jacobian, std::vector<J>(batch), {}});
 #if defined(ZENITH_BENCH_CERES)
   impls.push_back({"Ceres Jet<double, 7>", jet_jacobian, std::vector<J>(batch), {}});
 #endif
@@ -253,7 +301,8 @@ int main(int argc, char** argv) {
   std::printf("| (forward kinematics only, double) | %.1f | %.1f | %.2f | |\n", median(fk_ns),
               *std::min_element(fk_ns.begin(), fk_ns.end()), median(fk_ns) / hand);
 #if defined(ZENITH_BENCH_CERES)
-  std::printf("\nJet / zenith: %.2f (median)\n", median(impls[2].ns) / median(impls[0].ns));
+  std::printf("\nJet / zenith: %.2f, Jet / zenith textbook form: %.2f (medians)\n",
+              median(impls[3].ns) / median(impls[0].ns), median(impls[3].ns) / median(impls[2].ns));
 #endif
   std::printf("checksum %.6f\n", checksum);
   for (auto const& im : impls)

@@ -803,3 +803,55 @@ TEST_CASE("jacfwd of forward kinematics equals the geometric Jacobian", "[jacfwd
     }
   }
 }
+
+namespace {
+
+// The same arm as a Ceres user writes it: every constant a number of type T (T(0.0), T(a)),
+// the angles' cos and sin taken on T, the chain from a tensor<T, 4, 4> identity.
+template <class T>
+zn::tensor<T, 4, 4> textbook_transform(T const& q, dh_row const& p) {
+  using std::cos, std::sin;
+  T const ct = cos(q), st = sin(q);
+  T const ca = T(cos(p.alpha)), sa = T(sin(p.alpha)), a = T(p.a), d = T(p.d);
+  return {ct,      -st,     T(0.0), a,      st * ca, ct * ca, -sa,    -sa * d,
+          st * sa, ct * sa, ca,     ca * d, T(0.0),  T(0.0),  T(0.0), T(1.0)};
+}
+
+struct fk_textbook_fn {
+  template <class Q>
+  auto operator()(Q const& q) const {
+    using T = typename Q::value_type;
+    auto m = zn::tensor<T, 4, 4>::identity();
+    for (std::size_t i = 0; i < 7; ++i) m = zn::matmul(m, textbook_transform(q(i), panda[i]));
+    m = zn::matmul(m, textbook_transform(T(0.0), dh_row{0.0, flange, 0.0}));
+    return zn::tensor<T, 3>{m(0, 3), m(1, 3), m(2, 3)};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("jacfwd of forward kinematics written with T(...) constants and a T identity",
+          "[jacfwd][robotics]") {
+  // identity() of duals: the diagonal is flagged constant, not zero (a zero flag drops terms).
+  using D = zn::dual<double, 2>;
+  auto const id = zn::tensor<D, 2, 2>::identity();
+  CHECK(id.entry_flags(0) == zn::detail::constant_flag);
+  CHECK(id.entry_flags(1) == (zn::detail::constant_flag | zn::detail::zero_flag));
+  zn::tensor<D, 2, 2> const x{D::variable(2.0, 0), D::variable(3.0, 1), D(4.0), D(5.0)};
+  zn::tensor<D, 2, 2> const y = zn::matmul(id, x);
+  for (std::size_t k = 0; k < 4; ++k) {
+    CHECK(y[k].value() == x[k].value());
+    CHECK(y[k].tangent(0) == x[k].tangent(0));
+    CHECK(y[k].tangent(1) == x[k].tangent(1));
+  }
+  for (int trial = 0; trial < 5; ++trial) {
+    zn::tensor<double, 7> q;
+    for (std::size_t i = 0; i < 7; ++i) q(i) = std::sin(1.7 * double(trial) + 0.4 * double(i));
+    zn::tensor<double, 3, 7> const jac = zn::jacfwd(fk_textbook_fn{})(q);
+    zn::tensor<double, 3, 7> const geo = geometric_jacobian(q);
+    for (std::size_t k = 0; k < 21; ++k) {
+      INFO("trial " << trial << " entry " << k);
+      CHECK(jac[k] == Approx(geo[k]).epsilon(1e-12).margin(1e-14));
+    }
+  }
+}

@@ -218,7 +218,10 @@ class tensor : public expr_base<tensor<T, N...>> {
   // The identity matrix (square rank-2 tensors only).
   static constexpr tensor identity() requires(rank == 2 && dims[0] == dims[rank - 1]) {
     tensor t;
-    for (std::size_t i = 0; i < dims[0]; ++i) t.data_[i * dims[0] + i] = T(1);
+    for (std::size_t i = 0; i < dims[0]; ++i) {
+      t.data_[i * dims[0] + i] = T(1);
+      t.constants_.set(i * dims[0] + i, detail::constant_flag);  // a constant, not a zero
+    }
     return t;
   }
 
