@@ -225,4 +225,16 @@ TEST_CASE("ir::run: a graph built by hand runs every op of the catalogue", "[int
   zn::array<std::int64_t> r = out[0].as<std::int64_t>();
   CHECK(r(0) == 7);
   CHECK(r(1) == 5);
+
+  zn::ir::graph h;
+  zn::ir::value_id v = h.add_input(zn::dtype::float64, {2, 3});
+  h.add_output(
+      h.add_equation("softmax", {v}, zn::dtype::float64, {2, 3}, {{"axis", std::int64_t(1)}}));
+  auto z = zn::array<double>({2, 3}, {1, 2, 3, -1, 0, 4});
+  zn::array<double> sm = zn::ir::run(h, {z})[0].as<double>();
+  for (std::size_t i = 0; i < 2; ++i) {
+    double total = 0;
+    for (std::size_t j = 0; j < 3; ++j) total += std::exp(z(i, j));
+    for (std::size_t j = 0; j < 3; ++j) CHECK(sm(i, j) == Approx(std::exp(z(i, j)) / total));
+  }
 }

@@ -1,11 +1,13 @@
 #pragma once
 // What registering an op means (ir/op_table.hpp): an elementwise op's interpreter kernel
 // (backend/cpu/op_kernels.hpp) and its partials (ir_partial.hpp), a reduction's kernel
-// (backend/cpu/interpret_barriers.hpp). The emitters register the ops a program records;
+// (backend/cpu/interpret_barriers.hpp), a softmax's, layer_norm's or conv2d's kernels
+// (backend/cpu/barrier_kernels.hpp). The emitters register the ops a program records;
 // register_rule_ops those that the hand-written rules (ir_vjp.hpp, ir_jvp.hpp) append by name;
 // zn::ir::register_all every op, for graphs built by hand.
 #include <type_traits>
 
+#include "../backend/cpu/barrier_kernels.hpp"
 #include "../backend/cpu/interpret_barriers.hpp"
 #include "../backend/cpu/op_kernels.hpp"
 #include "../core/dtype.hpp"
@@ -24,6 +26,8 @@ template <class Op, class T>
 void op_emitted() {
   if constexpr (one_of<Op>(reduction_ops{})) {
     register_reduction<Op, T>();
+  } else if constexpr (one_of<Op>(barrier_ops{})) {
+    register_barrier<Op, T>();
   } else {
     register_map_kernel<Op, T>();
     register_partials<Op>();
@@ -73,6 +77,9 @@ void register_all() {
     [&]<class... Op>(type_list<Op...>) {
       (each_type.template operator()<Op>(), ...);
     }(reduction_ops{});
+    [&]<class... Op>(type_list<Op...>) {
+      (each_type.template operator()<Op>(), ...);
+    }(detail::barrier_ops{});
     return true;
   }();
   (void)once;

@@ -211,10 +211,10 @@ value_id emit(recorder& r, E const& e);
 
 namespace detail {
 
-// Called for each elementwise op and reduction Op that a program emits, with its operands'
-// element type T: the layers that run and differentiate IR register Op's kernel and rules for
-// T (ir/op_table.hpp), so that a program compiles those of the ops it uses only. Defined by
-// autodiff/ir_ops.hpp.
+// Called for each elementwise op, reduction and attributed barrier (softmax, log_softmax,
+// layer_norm, conv2d) Op that a program emits, with its operands' element type T: the layers that
+// run and differentiate IR register Op's kernel and rules for T (ir/op_table.hpp), so that a
+// program compiles those of the ops it uses only. Defined by autodiff/ir_ops.hpp.
 template <class Op, class T>
 void op_emitted();
 
@@ -332,10 +332,12 @@ value_id emit(recorder& r, E const& e) {
   } else if constexpr (detail::is_softmax<E>) {
     zenith::dtype d = dtype_of<value_t<E>>();
     value_id x = detail::convert(g, emit(r, e.input()), d);
+    detail::op_emitted<typename E::op_type, value_t<E>>();
     return g.add_equation(E::op_type::name, {x}, d, e.shape(), {{"axis", std::int64_t(e.axis)}});
   } else if constexpr (detail::is_layer_norm<E>) {
     zenith::dtype d = dtype_of<value_t<E>>();
     value_id x = detail::convert(g, emit(r, e.input()), d);
+    detail::op_emitted<ops::layer_norm, value_t<E>>();
     return g.add_equation("layer_norm", {x}, d, e.shape(),
                           {{"axis", std::int64_t(e.axis)}, {"epsilon", e.eps}});
   } else if constexpr (detail::is_concat<E>) {
@@ -365,6 +367,7 @@ value_id emit(recorder& r, E const& e) {
     std::vector<std::int64_t> stride{std::int64_t(geo.stride[0]), std::int64_t(geo.stride[1])};
     std::vector<std::int64_t> pad{std::int64_t(geo.pad[0]), std::int64_t(geo.pad[1])};
     std::vector<std::int64_t> dil{std::int64_t(geo.dil[0]), std::int64_t(geo.dil[1])};
+    detail::op_emitted<ops::conv2d, value_t<E>>();
     std::string_view op = E::part == conv2d_part::output       ? "conv2d"
                           : E::part == conv2d_part::input_grad ? "conv2d_input_grad"
                                                                : "conv2d_filter_grad";

@@ -13,7 +13,8 @@
 // op table where the program registered it when it emitted the op (backend/cpu/op_kernels.hpp);
 // 16-bit floats compute in float, as everywhere. Other equations (broadcasts, views,
 // reductions, dot_general, softmax, layer_norm, concatenate, conv2d) run one at a time as plain
-// loops (backend/cpu/interpret_barriers.hpp).
+// loops (backend/cpu/interpret_barriers.hpp); those of reductions, softmax, layer_norm and
+// conv2d are registered per op like the elementwise kernels (backend/cpu/barrier_kernels.hpp).
 //
 // Everything here is a template that only a call of run() instantiates: a program that never
 // runs a graph compiles none of it.
@@ -25,6 +26,7 @@
 
 #include "../../core/any_array.hpp"
 #include "../../expr/to_ir.hpp"
+#include "barrier_kernels.hpp"
 #include "evaluate.hpp"
 #include "interpret_barriers.hpp"
 #include "op_kernels.hpp"
@@ -390,45 +392,20 @@ void machine<U>::run_barrier(equation const& e) {
                    row_major_strides(p.shape()).data(), 0, p.shape(), element_size(p.dtype()));
       at += std::int64_t(p.shape()[axis]);
     }
-  } else if (op == "softmax" || op == "log_softmax" || op == "layer_norm") {
-    std::size_t axis = std::size_t(e.attrs.get<std::int64_t>("axis"));
-    r = with_float(a.dtype(), op, [&]<class T>() -> any_array {
-      array<T> x = a.as<T>(), y = array<T>::empty(out.shape);
-      std::copy(x.data(), x.data() + y.size(), y.data());
-      if (op == "softmax")
-        zenith::detail::softmax_inplace<false>(y.data(), y.shape(), axis);
-      else if (op == "log_softmax")
-        zenith::detail::softmax_inplace<true>(y.data(), y.shape(), axis);
-      else
-        zenith::detail::layer_norm_inplace(y.data(), y.shape(), axis,
-                                           e.attrs.get<double>("epsilon"));
-      return y;
-    });
-  } else if (op.starts_with("conv2d")) {
-    conv2d_options opt;
-    auto cs = ints("window_strides"), pad = ints("padding"), dil = ints("rhs_dilation");
-    for (int k = 0; k < 2; ++k) {
-      opt.stride[k] = int(cs[k]);
-      opt.padding[k] = int(pad[k]);
-      opt.dilation[k] = int(dil[k]);
-    }
-    any_array const& b = operand(e.inputs.at(1));
-    r = with_float(out.dtype, op, [&]<class T>() -> any_array {
-      using zenith::detail::conv2d_geometry_of, zenith::detail::conv2d_into;
-      array<T> y = zeros<T>(out.shape);  // input_grad adds into it
-      if (out.shape.numel() == 0 || a.shape().numel() == 0 || b.shape().numel() == 0) return y;
-      T const *pa = a.as<T>().data(), *pb = b.as<T>().data();
-      if (op == "conv2d")
-        conv2d_into<conv2d_part::output>(pa, pb, conv2d_geometry_of(a.shape(), b.shape(), opt),
-                                         y.data());
-      else if (op == "conv2d_input_grad")
-        conv2d_into<conv2d_part::input_grad>(pa, pb, conv2d_geometry_of(out.shape, b.shape(), opt),
-                                             y.data());
-      else
-        conv2d_into<conv2d_part::filter_grad>(pa, pb, conv2d_geometry_of(a.shape(), out.shape, opt),
-                                              y.data());
-      return y;
-    });
+  } else if (op == "softmax" || op == "log_softmax" || op == "layer_norm" ||
+             op.starts_with("conv2d")) {
+    barrier_kernel k = table_of<barrier_kernel>().find(op, out.dtype);
+    if (!k && out.dtype != zenith::dtype::float32 && out.dtype != zenith::dtype::float64)
+      throw dtype_error("ir::run: " + std::string(op) + " of " +
+                        std::string(dtype_name(out.dtype)) +
+                        " values (float32 and float64 run here)");
+    if (!k)
+      throw value_error("ir::run: no kernel of " + std::string(op) + " for " +
+                        std::string(dtype_name(out.dtype)) +
+                        " values is registered (a program registers the ops it emits; for a "
+                        "graph built by hand, call zn::ir::register_all())");
+    any_array const* b = e.inputs.size() > 1 ? &operand(e.inputs[1]) : nullptr;
+    r = k(e, a, b, out.shape);
   } else if (op.starts_with("reduce_") || op == "argmax" || op == "argmin") {
     std::uint32_t mask = 0;
     for (std::int64_t k : ints("axes")) mask |= 1u << k;
