@@ -8,7 +8,11 @@
 // the ops it uses. A graph built by hand (graph::add_equation) names ops no emitter registered:
 // ir::register_all() registers every op (ir::run, append_vjp and append_jvp call it, so that they
 // take any graph).
+#include <array>
+#include <atomic>
+#include <cstddef>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,29 +24,39 @@ namespace zenith::ir::detail {
 template <class Fn>
 class op_table {
  public:
-  // Adds f for (op, d); a second registration of the same pair keeps the first.
+  // Adds f for (op, d); a second registration of the same pair keeps the first. op is kept as
+  // it is: a name with static storage (an op tag's name, a literal).
   void add(std::string_view op, zenith::dtype d, Fn f) {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (entry const& e : entries_)
-      if (e.d == d && e.op == op) return;
-    entries_.push_back({std::string(op), d, f});
+    std::size_t n = size_.load(std::memory_order_relaxed);
+    for (std::size_t k = 0; k < n; ++k)
+      if (entries_[k].d == d && entries_[k].op == op) return;
+    if (n == capacity)
+      throw std::logic_error("zenith: more than " + std::to_string(capacity) +
+                             " kernels of one kind registered (ir/op_table.hpp)");
+    entries_[n] = {op, d, f};
+    size_.store(n + 1, std::memory_order_release);  // the entry is complete before it is seen
   }
-  // The function of (op, d), or nullptr.
+  // The function of (op, d), or nullptr. Lock-free: entries are never moved or changed once
+  // published, and the interpreter looks one up per equation it runs.
   Fn find(std::string_view op, zenith::dtype d) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (entry const& e : entries_)
-      if (e.d == d && e.op == op) return e.f;
+    std::size_t n = size_.load(std::memory_order_acquire);
+    for (std::size_t k = 0; k < n; ++k)
+      if (entries_[k].d == d && entries_[k].op == op) return entries_[k].f;
     return nullptr;
   }
 
  private:
+  // Every op of the catalogue for every dtype is a few hundred entries.
+  static constexpr std::size_t capacity = 1024;
   struct entry {
-    std::string op;
-    zenith::dtype d;
-    Fn f;
+    std::string_view op;
+    zenith::dtype d = zenith::dtype::float32;
+    Fn f = nullptr;
   };
-  mutable std::mutex mutex_;
-  std::vector<entry> entries_;
+  std::mutex mutex_;  // writers
+  std::atomic<std::size_t> size_{0};
+  std::array<entry, capacity> entries_;
 };
 
 // The one table of functions of type Fn (each kind of entry has its own signature).
