@@ -162,11 +162,7 @@ inline constexpr zenith::dtype any_dtype = zenith::dtype::float32;
 // Registers elementwise op Op's partials (ir/op_table.hpp). Once per Op.
 template <class Op>
 void register_partials() {
-  static bool const once = [] {
-    table_of<partials_fn>().add(op_name(Op::name), any_dtype, &op_partials<Op>);
-    return true;
-  }();
-  (void)once;
+  add_once<&op_partials<Op>>(op_name(Op::name), any_dtype);
 }
 
 // The partials of elementwise equation e of g with respect to its operands (in e's order), for
@@ -187,10 +183,7 @@ std::vector<std::optional<partial>> elementwise_partials(graph& g, equation cons
   for (std::size_t k : perm) xs.push_back(e.inputs[k]);
   std::string_view op = e.op == "select_n" ? std::string_view("select") : std::string_view(e.op);
   partials_fn f = table_of<partials_fn>().find(op, any_dtype);
-  if (!f)
-    throw value_error("ir: no " + std::string(mode) + " rule for op " + std::string(e.op) +
-                      " is registered (a program registers the rules of the ops it emits; for a "
-                      "graph built by hand, call zn::ir::register_all())");
+  if (!f) fail_unregistered(std::string(mode) + " rule", e.op, g.at(e.output).dtype);
   f(g, e, xs, perm, want, out);
   return out;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../core/dtype.hpp"
+#include "../core/error.hpp"
 
 namespace zenith::ir::detail {
 
@@ -64,6 +65,24 @@ template <class Fn>
 op_table<Fn>& table_of() {
   static op_table<Fn> t;
   return t;
+}
+
+// Adds function F to its table under (op, d) the first time it runs: emitters call it each time
+// they record the op, so after the first a static's guard is all it costs.
+template <auto F>
+void add_once(std::string_view op, zenith::dtype d) {
+  static bool const once = (table_of<decltype(F)>().add(op, d, F), true);
+  (void)once;
+}
+
+// The error for an op whose kernel or rule no emitter registered (what: "kernel", "reverse
+// rule", ...). Cold, and one function for every table.
+[[noreturn]] inline void fail_unregistered(std::string_view what, std::string_view op,
+                                           zenith::dtype d) {
+  throw value_error("ir: no " + std::string(what) + " of op " + std::string(op) + " for " +
+                    std::string(dtype_name(d)) +
+                    " is registered (a program registers the ops it emits; for a graph built by "
+                    "hand, call zn::ir::register_all())");
 }
 
 }  // namespace zenith::ir::detail

@@ -67,24 +67,19 @@ any_array conv2d_kernel(equation const& e, any_array const& a, any_array const* 
 template <class Op, class T>
 void register_barrier() {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    static bool const once = [] {
-      auto& t = table_of<barrier_kernel>();
-      zenith::dtype d = dtype_of<T>();
-      if constexpr (std::is_same_v<Op, ops::softmax>) {
-        t.add("softmax", d, &normalize_kernel<false, false, T>);
-      } else if constexpr (std::is_same_v<Op, ops::log_softmax>) {
-        t.add("log_softmax", d, &normalize_kernel<false, true, T>);
-      } else if constexpr (std::is_same_v<Op, ops::layer_norm>) {
-        t.add("layer_norm", d, &normalize_kernel<true, false, T>);
-      } else {
-        static_assert(std::is_same_v<Op, ops::conv2d>);
-        t.add("conv2d", d, &conv2d_kernel<conv2d_part::output, T>);
-        t.add("conv2d_input_grad", d, &conv2d_kernel<conv2d_part::input_grad, T>);
-        t.add("conv2d_filter_grad", d, &conv2d_kernel<conv2d_part::filter_grad, T>);
-      }
-      return true;
-    }();
-    (void)once;
+    zenith::dtype d = dtype_of<T>();
+    if constexpr (std::is_same_v<Op, ops::softmax>) {
+      add_once<&normalize_kernel<false, false, T>>("softmax", d);
+    } else if constexpr (std::is_same_v<Op, ops::log_softmax>) {
+      add_once<&normalize_kernel<false, true, T>>("log_softmax", d);
+    } else if constexpr (std::is_same_v<Op, ops::layer_norm>) {
+      add_once<&normalize_kernel<true, false, T>>("layer_norm", d);
+    } else {
+      static_assert(std::is_same_v<Op, ops::conv2d>);
+      add_once<&conv2d_kernel<conv2d_part::output, T>>("conv2d", d);
+      add_once<&conv2d_kernel<conv2d_part::input_grad, T>>("conv2d_input_grad", d);
+      add_once<&conv2d_kernel<conv2d_part::filter_grad, T>>("conv2d_filter_grad", d);
+    }
   }
 }
 

@@ -77,11 +77,7 @@ elementwise_plan plan_elementwise(graph const& g, equation const& e) {
     p.operands = {e.inputs[1], e.inputs[0], e.inputs[2]};
   }
   p.kernel = table_of<tile_kernel>().find(op, in);
-  if (!p.kernel && is_elementwise_name(op, elementwise_ops{}))
-    throw value_error("ir::run: no kernel of op " + std::string(op) + " for " +
-                      std::string(dtype_name(in)) +
-                      " operands is registered (a program registers the ops it emits; for a "
-                      "graph built by hand, call zn::ir::register_all())");
+  if (!p.kernel && is_elementwise_name(op, elementwise_ops{})) fail_unregistered("kernel", op, in);
   return p;
 }
 
@@ -399,11 +395,7 @@ void machine<U>::run_barrier(equation const& e) {
       throw dtype_error("ir::run: " + std::string(op) + " of " +
                         std::string(dtype_name(out.dtype)) +
                         " values (float32 and float64 run here)");
-    if (!k)
-      throw value_error("ir::run: no kernel of " + std::string(op) + " for " +
-                        std::string(dtype_name(out.dtype)) +
-                        " values is registered (a program registers the ops it emits; for a "
-                        "graph built by hand, call zn::ir::register_all())");
+    if (!k) fail_unregistered("kernel", op, out.dtype);
     any_array const* b = e.inputs.size() > 1 ? &operand(e.inputs[1]) : nullptr;
     r = k(e, a, b, out.shape);
   } else if (op.starts_with("reduce_") || op == "argmax" || op == "argmin") {

@@ -140,13 +140,7 @@ any_array reduce_typed(any_array const& x, zenith::shape const& kept, std::size_
 // Registers reduction Op's kernel for element type T (none for bool). Once per (Op, T).
 template <class Op, class T>
 void register_reduction() {
-  if constexpr (!std::is_same_v<T, bool>) {
-    static bool const once = [] {
-      table_of<reduce_kernel>().add(Op::name, dtype_of<T>(), &reduce_typed<Op, T>);
-      return true;
-    }();
-    (void)once;
-  }
+  if constexpr (!std::is_same_v<T, bool>) add_once<&reduce_typed<Op, T>>(Op::name, dtype_of<T>());
 }
 
 // Reduction op (an IR name, e.g. reduce_sum) over the axes in `mask` of a; the result has those
@@ -154,11 +148,7 @@ void register_reduction() {
 template <class = void>
 any_array reduce(std::string_view op, any_array const& a, std::uint32_t mask) {
   reduce_kernel k = table_of<reduce_kernel>().find(op, a.dtype());
-  if (!k)
-    throw value_error("ir::run: no kernel of " + std::string(op) + " for " +
-                      std::string(dtype_name(a.dtype())) +
-                      " values is registered (a program registers the ops it emits; for a graph "
-                      "built by hand, call zn::ir::register_all())");
+  if (!k) fail_unregistered("kernel", op, a.dtype());
   zenith::shape const& s = a.shape();
   zenith::shape kept, moved;  // moved: the kept axes, then the reduced ones
   std::array<std::int64_t, max_rank> st{};

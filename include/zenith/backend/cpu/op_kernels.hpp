@@ -67,13 +67,8 @@ template <class Op, class T>
 void register_map_kernel() {
   using C = compute_t<T>;
   if constexpr (!std::is_same_v<C, bool> &&
-                (!is_floating_only<Op>() || std::is_floating_point_v<C>)) {
-    static bool const once = [] {
-      table_of<tile_kernel>().add(op_name(Op::name), dtype_of<C>(), &map_kernel<Op, C>);
-      return true;
-    }();
-    (void)once;
-  }
+                (!is_floating_only<Op>() || std::is_floating_point_v<C>))
+    add_once<&map_kernel<Op, C>>(op_name(Op::name), dtype_of<C>());
 }
 
 // Whether op (an IR name) is one of the elementwise ops (expr/ops.hpp), registered or not.
