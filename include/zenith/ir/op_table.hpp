@@ -52,7 +52,7 @@ class op_table {
   static constexpr std::size_t capacity = 1024;
   struct entry {
     std::string_view op;
-    zenith::dtype d = zenith::dtype::float32;
+    zenith::dtype d{};  // all-zero entries: the table is zero-initialised (bss, not data)
     Fn f = nullptr;
   };
   std::mutex mutex_;  // writers
