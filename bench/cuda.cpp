@@ -46,9 +46,9 @@ double median(std::vector<double> v) {
 void cache_latency(int reps) {
   zn::array<float> a = zn::ones<float>({1024}), b = a, c = a;
   auto e = a * zn::sin(b) + zn::exp(-c * c);
-  auto ev = zn::make_evaluator(e);
+  auto plan = cu::make_device_plan(e, zn::cpu);
   cu::kernel_source k =
-      cu::elementwise_kernel<float, decltype(ev)>({cu::layout::vectorized, false, 0});
+      cu::elementwise_kernel<float, decltype(plan)>({cu::layout::vectorized, false, 0});
   auto root =
       std::filesystem::temp_directory_path() / ("zenith_bench_cuda_" + std::to_string(::getpid()));
   std::printf("## Kernel cache latency (%s, %zu bytes of source)\n\n", k.name.c_str(),

@@ -16,9 +16,9 @@ void kernel_source() {
   // #include <zenith/backend/cuda/kernel_source.hpp> and <zenith/backend/cuda/nvrtc.hpp>
   zn::array<float> a = zn::ones<float>({256, 64}), b = zn::ones<float>({64});
   auto e = a * zn::sin(b) + zn::exp(-a * a);
-  auto ev = zn::make_evaluator(e);
   namespace cb = zn::cuda_backend;
-  auto k = cb::elementwise_kernel<float, decltype(ev)>({cb::layout::strided});
+  auto plan = cb::make_device_plan(e, zn::cpu);  // for a launch: the arrays' device
+  auto k = cb::elementwise_kernel<float, decltype(plan)>({cb::layout::strided});
   // k.text: extern "C" __global__ void zn_ew_...(zn_idx n, float* out, const float* in0, ...)
   auto cubin = cb::nvrtc_compile(k.text, k.name, 90);  // sm_90; needs no GPU
   CHECK(!cubin.image.empty());

@@ -11,6 +11,9 @@
 //   pad_node<E>      the adjoint of slice: e written into zeros of the sliced array's shape.
 //   fold_to_node<E>  e summed down to a broadcast-from shape (sum_to) and reshaped: the
 //                    cotangent of a batched matmul operand.
+// Each also says what its value is in terms every backend knows (decomposed, once, placement,
+// summed_axes), which is how a backend without this layer's evaluators lowers it
+// (backend/cuda/lower.hpp).
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -21,7 +24,6 @@
 
 #include "../backend/cpu/evaluate.hpp"
 #include "../backend/cpu/reduce.hpp"
-#include "../backend/cuda/launch.hpp"  // the device lowering of this layer's nodes
 #include "../core/creation.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"
@@ -45,6 +47,12 @@ struct shared_node : expr_base<shared_node<E>> {
 
   explicit shared_node(E e) : child(std::move(e)) {}
   zenith::shape shape() const { return child.shape(); }
+  // Its value, computed by evaluate(child) for the first reader, on whichever backend runs it.
+  template <class F>
+  array<value_type> const& once(F&& evaluate) const {
+    if (!*cache) *cache = evaluate(child);
+    return **cache;
+  }
   template <class F>
   void for_each_array(F&& f) const {
     child.for_each_array(f);
@@ -53,17 +61,8 @@ struct shared_node : expr_base<shared_node<E>> {
 
 template <class E>
 array<value_t<E>> eval_barrier(shared_node<E> const& e) {
-  if (!*e.cache) *e.cache = detail::evaluate_untraced<value_t<E>>(e.child);
-  return **e.cache;
+  return e.once([](E const& c) { return detail::evaluate_untraced<value_t<E>>(c); });
 }
-template <class E>
-requires cuda_backend::lowerable<E>
-struct cuda_backend::lowering<shared_node<E>> {
-  static array<value_t<E>> lower(device d, shared_node<E> const& e) {
-    if (!*e.cache) *e.cache = cuda_backend::evaluate_on_device<value_t<E>>(d, e.child);
-    return **e.cache;
-  }
-};
 
 // shared_ref<E>: e, held by a shared handle so that copies do not copy its tree. A cotangent
 // that several operands take is wrapped in one (autodiff/backward.hpp): the expression is the
@@ -77,6 +76,7 @@ struct shared_ref : expr_base<shared_ref<E>> {
 
   explicit shared_ref(E e) : p(std::make_shared<E const>(std::move(e))) {}
   E const& child() const { return *p; }
+  E const& decomposed() const { return *p; }  // what a backend without evaluator_for reads
   zenith::shape shape() const { return p->shape(); }
   template <class F>
   void for_each_array(F&& f) const {
@@ -88,11 +88,6 @@ template <class E>
 struct evaluator_for<shared_ref<E>> {
   using type = evaluator_t<E>;
   static type build(shared_ref<E> const& e) { return make_evaluator(e.child()); }
-};
-template <class E>
-requires cuda_backend::lowerable<E>
-struct cuda_backend::lowering<shared_ref<E>> {
-  static auto lower(device d, shared_ref<E> const& e) { return cuda_backend::lower(d, e.child()); }
 };
 
 namespace detail::red {
@@ -113,6 +108,7 @@ struct pad_node : expr_base<pad_node<E>> {
   pad_node(E e, zenith::shape s, views::slice v)
       : child(std::move(e)), shape_(s), view(std::move(v)) {}
   zenith::shape shape() const { return shape_; }
+  zenith::placement placement() const { return view.place(shape_); }  // where child is written
   template <class F>
   void for_each_array(F&& f) const {
     child.for_each_array(f);
@@ -127,36 +123,12 @@ array<value_t<E>> eval_barrier(pad_node<E> const& e) {
   // step of 1 or -1, leaves none).
   auto out = part == in ? array<T>::empty(in) : zeros<T>(in);
   if (part.numel() == 0) return out;
-  auto st = row_major_strides(in);
-  dest_view<T> dst{out.data(), {}};
-  for (std::size_t k = 0; k < in.size(); ++k) {
-    dst.base += e.view.start[k] * st[k];
-    dst.stride[k] = e.view.step[k] * st[k];
-  }
+  placement w = e.placement();
+  dest_view<T> dst{out.data() + w.offset, w.stride};
   auto ev = make_evaluator(e.child);
   run_fused(dst, ev, part);
   return out;
 }
-// On a device: the same zeros, then one strided kernel that writes the child into the slice.
-template <class E>
-requires cuda_backend::lowerable<E>
-struct cuda_backend::lowering<pad_node<E>> {
-  static array<value_t<E>> lower(device d, pad_node<E> const& e) {
-    using T = value_t<E>;
-    zenith::shape in = e.shape_, part = e.child.shape();
-    auto out = part == in ? array<T>::empty(in, d) : zeros<T>(in, d);
-    if (part.numel() == 0) return out;
-    auto st = row_major_strides(in);
-    T* base = out.data();
-    std::array<std::int64_t, max_rank> stride{};
-    for (std::size_t k = 0; k < in.size(); ++k) {
-      base += e.view.start[k] * st[k];
-      stride[k] = e.view.step[k] * st[k];
-    }
-    cuda_backend::run_into_on_device<T>(d, base, stride, part, cuda_backend::lower(d, e.child));
-    return out;
-  }
-};
 
 template <expression E>
 struct fold_to_node : expr_base<fold_to_node<E>> {
@@ -170,6 +142,7 @@ struct fold_to_node : expr_base<fold_to_node<E>> {
 
   fold_to_node(E e, zenith::shape f, zenith::shape s) : child(std::move(e)), full(f), shape_(s) {}
   zenith::shape shape() const { return shape_; }
+  std::vector<int> summed_axes() const;  // the child's axes that the sum folds
   template <class F>
   void for_each_array(F&& f) const {
     child.for_each_array(f);
@@ -187,22 +160,19 @@ inline std::vector<int> folded_axes(zenith::shape const& s, zenith::shape const&
 }
 }  // namespace detail
 
+template <expression E>
+std::vector<int> fold_to_node<E>::summed_axes() const {
+  return detail::folded_axes(child.shape(), full);
+}
+
 template <class E>
 array<value_t<E>> eval_barrier(fold_to_node<E> const& e) {
   using T = value_t<E>;
   array<T> r = detail::evaluate_untraced<T>(e.child);
-  std::vector<int> axes = detail::folded_axes(r.shape(), e.full);
+  std::vector<int> axes = e.summed_axes();
   if (!axes.empty()) r = detail::evaluate_untraced<T>(sum(r, axes, true));
   return array<T>::from_buffer(r.storage(), r.data(), e.shape_);
 }
-template <class E>
-requires cuda_backend::lowerable<E>
-struct cuda_backend::lowering<fold_to_node<E>> {
-  static array<value_t<E>> lower(device d, fold_to_node<E> const& e) {
-    return cuda_backend::summed_on_device<value_t<E>>(
-        d, e.child, zenith::detail::folded_axes(e.child.shape(), e.full), e.shape_);
-  }
-};
 
 namespace autodiff {
 

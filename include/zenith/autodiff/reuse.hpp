@@ -10,7 +10,6 @@
 #include "../backend/cpu/evaluate.hpp"
 #include "../backend/cpu/group_piece.hpp"
 #include "../backend/cpu/reduce.hpp"
-#include "../backend/cuda/launch.hpp"  // the device lowering of this layer's nodes
 #include "op_traits.hpp"
 
 namespace zenith {
@@ -40,6 +39,9 @@ struct reuse_node : expr_base<reuse_node<E>> {
 
   explicit reuse_node(E e) : s(std::make_shared<state>(state{std::move(e), std::nullopt})) {}
   E const& child() const { return s->child; }
+  // On a backend without this layer's evaluator (backend/cuda/lower.hpp), recomputed where it is
+  // read: a kernel's transcendentals are cheap next to the memory traffic that storing would add.
+  E const& decomposed() const { return child(); }
   zenith::shape shape() const { return child().shape(); }
   template <class F>
   void for_each_array(F&& f) const {
@@ -182,13 +184,5 @@ namespace detail::red {
 template <class E>
 struct has_barrier<reuse_node<E>> : has_barrier<E> {};  // a reader may recompute it
 }  // namespace detail::red
-
-// On a device, recomputed where it is read: a kernel's transcendentals are cheap next to the
-// memory traffic that storing would add.
-template <class E>
-requires cuda_backend::lowerable<E>
-struct cuda_backend::lowering<reuse_node<E>> {
-  static auto lower(device d, reuse_node<E> const& e) { return cuda_backend::lower(d, e.child()); }
-};
 
 }  // namespace zenith

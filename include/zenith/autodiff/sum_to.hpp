@@ -10,7 +10,6 @@
 
 #include "../backend/cpu/fused_group.hpp"
 #include "../backend/cpu/reduce.hpp"
-#include "../backend/cuda/launch.hpp"  // the device lowering of this layer's nodes
 #include "../core/small_vector.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"
@@ -45,6 +44,9 @@ struct sum_to_node : expr_base<sum_to_node<C>> {
       throw shape_error("sum_to: shape " + s.str() + " does not broadcast from " + target.str());
   }
   bool reduces() const { return !axes.empty() || child.shape().size() != shape_.size(); }
+  // For a backend without the evaluator below (backend/cuda/lower.hpp): the child's value, summed
+  // over these axes where it reduces, else read as it is.
+  std::vector<int> summed_axes() const { return {axes.begin(), axes.end()}; }
   zenith::shape shape() const { return shape_; }
   template <class F>
   void for_each_array(F&& f) const {
@@ -124,17 +126,6 @@ array<value_t<C>> evaluate_sum_to(sum_to_node<C> const& e) {
   return array<T>::from_buffer(s.storage(), s.data(), e.shape_);
 }
 }  // namespace detail
-
-// On a device, its value as an array: the sum where it reduces, else the child evaluated (a
-// kernel reads one expression type, whichever the shapes turn out to be).
-template <class C>
-requires cuda_backend::lowerable<C>
-struct cuda_backend::lowering<sum_to_node<C>> {
-  static array<value_t<C>> lower(device d, sum_to_node<C> const& e) {
-    return cuda_backend::summed_on_device<value_t<C>>(
-        d, e.child, std::vector<int>(e.axes.begin(), e.axes.end()), e.shape_);
-  }
-};
 
 template <class C>
 struct evaluator_for<sum_to_node<C>> {

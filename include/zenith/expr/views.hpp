@@ -27,6 +27,12 @@ struct affine_map {
   std::array<std::int64_t, max_rank> offset{};
 };
 
+// A strided window into a row-major buffer, in elements: an offset and one stride per axis.
+struct placement {
+  std::int64_t offset = 0;
+  std::array<std::int64_t, max_rank> stride{};
+};
+
 namespace views {
 
 struct transpose {
@@ -104,6 +110,17 @@ struct slice {
   std::array<std::int64_t, max_rank> start{}, step{};
   zenith::shape out;
   zenith::shape out_shape(zenith::shape const&) const { return out; }
+  // Where the slice's elements lie in a row-major buffer of shape `in`: the first one's offset and
+  // each axis's stride, in elements (what the slice's adjoint writes through).
+  placement place(zenith::shape const& in) const {
+    placement p;
+    auto st = row_major_strides(in);
+    for (std::size_t k = 0; k < in.size(); ++k) {
+      p.offset += start[k] * st[k];
+      p.stride[k] = step[k] * st[k];
+    }
+    return p;
+  }
   affine_map map(zenith::shape const& in) const {
     affine_map m;
     m.in_rank = m.out_rank = in.size();

@@ -300,20 +300,6 @@ evaluator_t<E> make_evaluator(E const& e) {
 
 namespace detail {
 
-// The device whose memory the evaluators being built may read: the CPU, except while a device
-// backend builds one for its own kernel (cuda_backend::evaluate_on_device).
-inline device& kernel_device() {
-  thread_local device d = cpu;
-  return d;
-}
-struct kernel_device_scope {
-  device saved;
-  explicit kernel_device_scope(device d) : saved(kernel_device()) { kernel_device() = d; }
-  ~kernel_device_scope() { kernel_device() = saved; }
-  kernel_device_scope(kernel_device_scope const&) = delete;
-  kernel_device_scope& operator=(kernel_device_scope const&) = delete;
-};
-
 // The CPU backend reads host memory only.
 [[noreturn]] inline void not_on_cpu(device d, zenith::shape const& s) {
   throw device_error("zenith: an expression reads an array of shape " + s.str() + " on " + d.str() +
@@ -334,8 +320,7 @@ struct evaluator_for<E> {
     void const* src = nullptr;
     if constexpr (requires { e.storage(); }) {
       src = e.storage().get();
-      if (src && e.storage()->where() != detail::kernel_device())
-        detail::not_on_cpu(e.storage()->where(), e.shape());
+      if (src && e.storage()->where() != cpu) detail::not_on_cpu(e.storage()->where(), e.shape());
     } else {
       // A leaf without a buffer (a fixed-size tensor) lives in the expression, which a
       // recording outlives: the recording reads a copy of it instead (core/recording.hpp).

@@ -3,9 +3,9 @@
 // fits the arrays at hand, and the kernel's arguments, packed as cuLaunchKernel takes them
 // (an array of pointers, one per parameter).
 //
-//   auto ev = zn::make_evaluator(expr);
-//   auto launch = zn::cuda_backend::plan_elementwise(out.data(), out.shape(), ev);
-//   auto src = zn::cuda_backend::elementwise_kernel<T, decltype(ev)>(launch.variant);
+//   auto p = zn::cuda_backend::make_device_plan(expr, out.device());   // device_plan.hpp
+//   auto launch = zn::cuda_backend::plan_elementwise(out.data(), out.shape(), p);
+//   auto src = zn::cuda_backend::elementwise_kernel<T, decltype(p)>(launch.variant);
 //   cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, launch.args.pointers().data(), nullptr);
 //
 // The variant: vectorized when the output and every leaf are read at the flat index (or are one
@@ -94,7 +94,7 @@ struct elementwise_launch {
   std::int64_t n = 0;  // elements
 };
 
-// What a generated kernel reads of an evaluator: each leaf's base and strides, and each
+// What a generated kernel reads of a device plan: each leaf's base and strides, and each
 // literal's value as its argument (in the order kernel_source.hpp's text() numbered them).
 // Collected once per launch, so that choosing the variant and packing the arguments are compiled
 // once, not once per expression type.
@@ -104,25 +104,25 @@ struct device_operands {
   kernel_args scalars;
 };
 
-// An evaluator (make_evaluator's result), as the templates below take.
-template <class Ev>
-concept leaf_walker = requires(Ev& e) {
+// A device plan (make_device_plan's result), as the templates below take.
+template <class P>
+concept leaf_walker = requires(P& e) {
   e.for_each_leaf([](auto const&) {});
 };
 
-template <leaf_walker Ev>
-device_operands operands_of(Ev& ev) {
+template <leaf_walker P>
+device_operands operands_of(P& p) {
   device_operands o;
-  ev.for_each_leaf([&](auto const& leaf) {
+  p.for_each_leaf([&](auto const& leaf) {
     o.bases.push_back(leaf.base);
     o.strides.push_back(leaf.stride);
   });
-  detail::device_expr<Ev>::for_each_scalar(ev, [&](auto x) { o.scalars.push(x); });
+  detail::device_expr<P>::for_each_scalar(p, [&](auto x) { o.scalars.push(x); });
   return o;
 }
 
-// The variant for out (contiguous, row-major, of shape s) = an evaluator built for shape s
-// (make_evaluator), so that its leaves' strides are in s's rank.
+// The variant for out (contiguous, row-major, of shape s) = a plan of an expression of shape s,
+// so that its leaves' strides are in s's rank.
 inline kernel_variant choose_variant(void const* out, zenith::shape const& s,
                                      device_operands const& o) {
   std::size_t const r = s.size();
@@ -157,9 +157,9 @@ inline kernel_variant choose_variant(void const* out, zenith::shape const& s,
   v.broadcast = flat ? broadcast : 0;
   return v;
 }
-template <element T, leaf_walker Ev>
-kernel_variant choose_variant(T const* out, zenith::shape const& s, Ev& ev) {
-  return choose_variant(out, s, operands_of(ev));
+template <element T, leaf_walker P>
+kernel_variant choose_variant(T const* out, zenith::shape const& s, P& p) {
+  return choose_variant(out, s, operands_of(p));
 }
 
 // The operands every generated kernel takes after its counts and output: each leaf's base
@@ -170,12 +170,12 @@ inline std::size_t push_operands(kernel_args& a, device_operands const& o) {
   a.append(o.scalars);
   return o.bases.size();
 }
-template <leaf_walker Ev>
-std::size_t push_operands(kernel_args& a, Ev& ev) {
-  return push_operands(a, operands_of(ev));
+template <leaf_walker P>
+std::size_t push_operands(kernel_args& a, P& p) {
+  return push_operands(a, operands_of(p));
 }
 
-// The arguments of variant v's kernel for out (as above) = the evaluator of o; with out_stride,
+// The arguments of variant v's kernel for out (as above) = the plan of o; with out_stride,
 // out is written at those strides (in elements) instead of row-major, which only the strided
 // variant can do.
 inline kernel_args launch_args(kernel_variant const& v, void* out, zenith::shape const& s,
@@ -200,16 +200,16 @@ inline kernel_args launch_args(kernel_variant const& v, void* out, zenith::shape
   a.push_geometry(v.index64, g, {int(r)});
   return a;
 }
-template <element T, leaf_walker Ev>
-kernel_args launch_args(kernel_variant const& v, T* out, zenith::shape const& s, Ev& ev,
+template <element T, leaf_walker P>
+kernel_args launch_args(kernel_variant const& v, T* out, zenith::shape const& s, P& p,
                         std::array<std::int64_t, max_rank> const* out_stride = nullptr) {
-  return launch_args(v, static_cast<void*>(out), s, operands_of(ev), out_stride);
+  return launch_args(v, static_cast<void*>(out), s, operands_of(p), out_stride);
 }
 
-template <element T, leaf_walker Ev>
-elementwise_launch plan_elementwise(T* out, zenith::shape const& s, Ev& ev) {
+template <element T, leaf_walker P>
+elementwise_launch plan_elementwise(T* out, zenith::shape const& s, P& p) {
   elementwise_launch l;
-  device_operands o = operands_of(ev);
+  device_operands o = operands_of(p);
   l.variant = choose_variant(out, s, o);
   l.args = launch_args(l.variant, out, s, o);
   l.n = std::int64_t(s.numel());

@@ -1,15 +1,16 @@
 #pragma once
-// CUDA C++ source for a fused elementwise loop, printed from the loop's evaluator type: each op
-// contributes its `cuda` snippet (expr/ops.hpp), each leaf a load, each literal a parameter. The
-// CPU evaluator is the input because it has already done the shape work: views and reshapes are
-// in the leaves' strides, barriers are buffers read as leaves (backend/cpu/evaluator.hpp).
+// CUDA C++ source for a fused elementwise loop, printed from the loop's device plan type
+// (device_plan.hpp): each op contributes its `cuda` snippet (expr/ops.hpp), each leaf a load,
+// each literal a parameter. The plan has done the shape work: views are in the leaves' strides,
+// barriers were computed first and are read as leaves (lower.hpp).
 //
-//   auto ev = zn::make_evaluator(a * zn::sin(b) + 1.0f);
-//   auto k = zn::cuda_backend::elementwise_kernel<float,
-//   decltype(ev)>({zn::cuda_backend::layout::vectorized}); k.name;   // "zn_ew_" + a hash of the
-//   source k.text;   // extern "C" __global__ void zn_ew_...(n, out, in0, in1, s0)
+//   namespace cb = zn::cuda_backend;
+//   auto p = cb::make_device_plan(a * zn::sin(b) + 1.0f, zn::cuda(0));
+//   auto k = cb::elementwise_kernel<float, decltype(p)>({cb::layout::vectorized});
+//   k.name;   // "zn_ew_" + a hash of the source
+//   k.text;   // extern "C" __global__ void zn_ew_...(n, out, in0, in1, s0)
 //
-// The source depends only on the evaluator's type and the variant, never on shapes or values.
+// The source depends only on the plan's type and the variant, never on shapes or values.
 // Variants:
 //   contiguous  out and every leaf are read at flat index i (or at 0: the leaves in
 //               `broadcast`, a scalar broadcast to the whole array), one element per thread;
@@ -35,7 +36,7 @@
 #include "../../core/apply.hpp"
 #include "../../core/dtype.hpp"
 #include "../../core/shape.hpp"
-#include "../cpu/evaluator.hpp"
+#include "device_plan.hpp"
 
 namespace zenith::cuda_backend {
 
@@ -114,18 +115,14 @@ struct source_builder {
   std::vector<std::string_view> scalars;  // their device types
 };
 
-// For each evaluator kind: text(b), its device expression (registering what it reads in b), and
-// for_each_scalar(ev, f), f on each literal's value in the order text() numbered them (the
+// For each plan node kind: text(b), its device expression (registering what it reads in b), and
+// for_each_scalar(p, f), f on each literal's value in the order text() numbered them (the
 // kernel's arguments, backend/cuda/kernel_args.hpp).
-template <class Ev>
-struct device_expr {
-  static_assert(sizeof(Ev) == 0,
-                "zenith CUDA: this evaluator has no device source (only leaves, literals and "
-                "elementwise ops do so far)");
-};
+template <class P>
+struct device_expr;
 
 template <class T>
-struct device_expr<leaf_eval<T>> {
+struct device_expr<device_leaf<T>> {
   static std::string text(source_builder& b) {
     std::size_t k = b.leaves.size();
     b.leaves.push_back({device_type<T>(), device_type<compute_t<T>>(), std::is_same_v<T, float16>,
@@ -133,49 +130,39 @@ struct device_expr<leaf_eval<T>> {
     return leaf_marker(k);
   }
   template <class F>
-  static void for_each_scalar(leaf_eval<T> const&, F&&) {}
+  static void for_each_scalar(device_leaf<T> const&, F&&) {}
 };
 
 template <class T>
-struct device_expr<scalar_eval<T>> {
+struct device_expr<device_literal<T>> {
   static std::string text(source_builder& b) {
     std::size_t k = b.scalars.size();
     b.scalars.push_back(device_type<compute_t<T>>());
     return "s" + std::to_string(k);
   }
   template <class F>
-  static void for_each_scalar(scalar_eval<T> const& ev, F&& f) {
-    f(ev.value);
-  }
-};
-
-// A row-constant broadcast is a CPU loop's optimization; on the device it is its child.
-template <class Ev>
-struct device_expr<row_constant_eval<Ev>> {
-  static std::string text(source_builder& b) { return device_expr<Ev>::text(b); }
-  template <class F>
-  static void for_each_scalar(row_constant_eval<Ev> const& ev, F&& f) {
-    device_expr<Ev>::for_each_scalar(ev.child, f);
+  static void for_each_scalar(device_literal<T> const& p, F&& f) {
+    f(p.value);
   }
 };
 
 template <class Op, class... Es>
-struct device_expr<map_eval<Op, Es...>> {
+struct device_expr<device_map<Op, Es...>> {
   static std::string text(source_builder& b) {
     std::string out(Op::cuda);
     std::string args[] = {device_expr<Es>::text(b)...};  // in operand order
     // Operand texts are complete (no placeholders left in them), so replacing one placeholder
     // after another never substitutes into an operand already put in.
-    using C = typename map_eval<Op, Es...>::compute_type;
+    using C = typename device_map<Op, Es...>::compute_type;
     replace_all(out, "{T}", device_type<C>());
     for (std::size_t i = 0; i < sizeof...(Es); ++i)
       replace_all(out, "{" + std::to_string(i) + "}", args[i]);
     return out;
   }
   template <class F>
-  static void for_each_scalar(map_eval<Op, Es...> const& ev, F&& f) {
+  static void for_each_scalar(device_map<Op, Es...> const& p, F&& f) {
     zenith::detail::apply([&](auto const&... c) { (device_expr<Es>::for_each_scalar(c, f), ...); },
-                          ev.children);
+                          p.children);
   }
 };
 
@@ -249,7 +236,6 @@ std::string store_from_compute(std::string const& value) {
 
 }  // namespace detail
 
-// The kernel computing out = ev elementwise, for an output of element type T.
 namespace detail {
 
 // What a kernel's text needs of its output's element type.
@@ -353,10 +339,11 @@ inline kernel_source elementwise_kernel_text(kernel_variant const& v, output_typ
 
 }  // namespace detail
 
-template <element T, class Ev>
+// The kernel computing out = a plan of type P elementwise, for an output of element type T.
+template <element T, class P>
 kernel_source elementwise_kernel(kernel_variant const& v) {
   detail::source_builder b;
-  std::string expr = detail::device_expr<Ev>::text(b);
+  std::string expr = detail::device_expr<P>::text(b);
   return detail::elementwise_kernel_text(
       v, {device_type<T>(), sizeof(T), &detail::store_from_compute<T>}, b, expr);
 }

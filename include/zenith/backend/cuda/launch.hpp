@@ -1,9 +1,9 @@
 #pragma once
-// Evaluating an expression on a CUDA device: its kernel generated from the evaluator type
-// (kernel_source.hpp), its launch arguments packed (kernel_args.hpp), and the kernel run by the
-// installed kernel_runner. This header needs neither NVRTC nor the driver: the runner that
-// compiles with NVRTC and launches with cuLaunchKernel (backend/cuda/runner.hpp) is installed
-// where the build has NVRTC, and tests install one that runs the same source on the host
+// Evaluating an expression on a CUDA device: its kernel generated from its device plan's type
+// (device_plan.hpp, kernel_source.hpp), its launch arguments packed (kernel_args.hpp), and the
+// kernel run by the installed kernel_runner. This header needs neither NVRTC nor the driver: the
+// runner that compiles with NVRTC and launches with cuLaunchKernel (backend/cuda/runner.hpp) is
+// installed where the build has NVRTC, and tests install one that runs the same source on the host
 // (tests/cuda/host_grid_shim.hpp), so the whole path is checked without a GPU.
 //
 // What runs on a device: elementwise expressions (arrays, numbers, elementwise ops and views) as
@@ -94,17 +94,16 @@ kernel_source const& cached_kernel(kernel_source (*make)(Arg), Arg arg, std::uin
   return it->second;
 }
 
-// The kernel of variant v for out (T) = an evaluator of type Ev: its text depends on nothing
-// else.
-template <element T, class Ev>
+// The kernel of variant v for out (T) = a plan of type P: its text depends on nothing else.
+template <element T, class P>
 kernel_source const& kernel_for(kernel_variant const& v) {
   std::uint64_t key = std::uint64_t(v.kind) << 40 | std::uint64_t(v.index64) << 32 | v.broadcast;
-  return cached_kernel<kernel_variant const&>(&elementwise_kernel<T, Ev>, v, key);
+  return cached_kernel<kernel_variant const&>(&elementwise_kernel<T, P>, v, key);
 }
 
-template <class Op, element T, class Ev>
+template <class Op, element T, class P>
 kernel_source const& reduction_kernel_for(bool index64) {
-  return cached_kernel<bool>(&reduction_kernel<Op, T, Ev>, index64, index64);
+  return cached_kernel<bool>(&reduction_kernel<Op, T, P>, index64, index64);
 }
 template <class Op, element T, class A>
 kernel_source const& reduction_finish_kernel_for() {
@@ -184,13 +183,11 @@ void launch_elementwise(device d, T* out, zenith::shape const& s, E const& e,
                 "zenith: a device expression must be lowered first (lower.hpp)");
   kernel_runner const& runner = runner_for(d);
   if (s.numel() == 0) return;
-  zenith::detail::kernel_device_scope scope(d);  // the leaves may live on d
-  auto ev = make_evaluator(e);
-  launch_elementwise_of(runner, d, out, s, operands_of(ev), &kernel_for<T, decltype(ev)>,
-                        out_stride);
+  auto p = make_device_plan(e, d);
+  launch_elementwise_of(runner, d, out, s, operands_of(p), &kernel_for<T, decltype(p)>, out_stride);
 }
 
-// A reduction's launch, its kernel k made (for index64 = wide) from the child's evaluator: one
+// A reduction's launch, its kernel k made (for index64 = wide) from the child's plan: one
 // kernel, or split, a second combining each output's partial states. Per (Op, T, A), not per
 // expression.
 template <class Op, element T, class A>
@@ -235,18 +232,17 @@ array<T> run_on_device(device d, E const& e) {
       }
     }
     auto out = array<T>::empty(e.shape(), d);
-    zenith::detail::kernel_device_scope scope(d);  // the leaves may live on d
-    auto ev = make_evaluator(e.child);
-    using Ev = decltype(ev);
-    device_operands o = operands_of(ev);
+    auto p = make_device_plan(e.child, d);
+    using P = decltype(p);
+    device_operands o = operands_of(p);
     // 32-bit indices only where the threads' strides past the last element fit too (a step is
     // at most a block per split).
     bool wide = detail::needs_index64(s, o) ||
                 std::int64_t(s.numel()) > std::numeric_limits<std::int32_t>::max() -
                                               reduction_split_blocks * reduction_block;
-    kernel_source const& k = detail::reduction_kernel_for<Op, T, Ev>(wide);
-    detail::launch_reduction<Op, T, typename Ev::compute_type>(runner, d, k, wide, out, s, e.axes,
-                                                               std::int64_t(e.count()), o);
+    kernel_source const& k = detail::reduction_kernel_for<Op, T, P>(wide);
+    detail::launch_reduction<Op, T, typename P::compute_type>(runner, d, k, wide, out, s, e.axes,
+                                                              std::int64_t(e.count()), o);
     return out;
   } else {
     auto out = array<T>::empty(e.shape(), d);

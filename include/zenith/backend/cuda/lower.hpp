@@ -6,10 +6,12 @@
 //   exp(x - max(x, 1, true))  ->  exp(x - m), with m = max(x, 1, true) run as a reduction kernel
 //   memo_node (a barrier the reverse pass already evaluated)  ->  its value
 //
-// Each node type says how it lowers with a specialization of lowering<E> (a static
-// lower(device, e)); the autodiff layer's own nodes say so next to their definitions. A node with
-// none has no device implementation: evaluating it on a device is a device_error that names it,
-// never host code reading device memory.
+// Each node type of the layers below says how it lowers with a specialization of lowering<E> (a
+// static lower(device, e)). The nodes of the layers above (the autodiff layer's) never specialize
+// it: they expose one of four members, which the lowerings under "Nodes of the layers above"
+// read. A node with none of these has no device implementation:
+// evaluating it on a device is a device_error that names it, never host code reading device
+// memory.
 #include <array>
 #include <cstdint>
 #include <string_view>
@@ -20,6 +22,7 @@
 
 #include "../../core/apply.hpp"
 #include "../../core/array.hpp"
+#include "../../core/creation.hpp"
 #include "../../expr/node.hpp"
 #include "../../expr/reduce.hpp"
 #include "../../expr/reshape.hpp"
@@ -125,6 +128,63 @@ requires(device_reduction<Op>&& lowerable<C>) struct lowering<reduce_node<Op, C>
   }
 };
 
+// Nodes of the layers above. Each exposes what its value is, in terms a backend already knows:
+//   e.decomposed()   the same value as an expression of the nodes above (a node that only wraps
+//                    its child; a barrier whose value was computed);
+//   e.summed_axes()  e.child summed over those axes (kept as 1), viewed as e.shape();
+//   e.once(f)        a value its readers share, computed as f(e.child) by the first of them;
+//   e.placement()    zeros of e.shape() with e.child written at that window of the buffer.
+template <class E>
+using decomposed_t = std::remove_cvref_t<decltype(std::declval<E const&>().decomposed())>;
+template <class E>
+using child_t = std::remove_cvref_t<decltype(std::declval<E const&>().child)>;
+
+// A node of the layers above that reads its child through one of the last three.
+template <class E>
+concept reads_child = requires(E const& e, array<value_t<E>> (*f)(child_t<E> const&)) {
+  requires(
+      requires { e.summed_axes(); } || requires { e.once(f); } || requires { e.placement(); });
+};
+
+template <class E>
+requires lowerable<decomposed_t<E>>
+struct lowering<E> {
+  static auto lower(device d, E const& e) { return cuda_backend::lower(d, e.decomposed()); }
+};
+
+template <class E>
+requires(reads_child<E>&& requires(E const& e) { e.summed_axes(); } &&
+         lowerable<child_t<E>>) struct lowering<E> {
+  static array<value_t<E>> lower(device d, E const& e) {
+    return summed_on_device<value_t<E>>(d, e.child, e.summed_axes(), e.shape());
+  }
+};
+
+template <class E>
+requires(reads_child<E>&& requires(E const& e, array<value_t<E>> (*f)(child_t<E> const&)) {
+  e.once(f);
+} && lowerable<child_t<E>>) struct lowering<E> {
+  static array<value_t<E>> lower(device d, E const& e) {
+    return e.once([d](child_t<E> const& c) { return evaluate_on_device<value_t<E>>(d, c); });
+  }
+};
+
+// The window is written by one strided kernel; zeros only where it leaves gaps.
+template <class E>
+requires(reads_child<E>&& requires(E const& e) { e.placement(); } &&
+         lowerable<child_t<E>>) struct lowering<E> {
+  static array<value_t<E>> lower(device d, E const& e) {
+    using T = value_t<E>;
+    zenith::shape in = e.shape(), part = e.child.shape();
+    auto out = part == in ? array<T>::empty(in, d) : zeros<T>(in, d);
+    if (part.numel() == 0) return out;
+    placement w = e.placement();
+    run_into_on_device<T>(d, out.data() + w.offset, w.stride, part,
+                          cuda_backend::lower(d, e.child));
+    return out;
+  }
+};
+
 namespace detail {
 
 template <class E>
@@ -139,8 +199,18 @@ constexpr std::string_view name_of() {
 
 // The name of the first node in E (depth first) with no device implementation, for errors.
 template <class E>
+constexpr std::string_view off_device_name();
+template <class E>
 struct off_device {
-  static constexpr std::string_view name = name_of<E>();
+  // A node of the layers above names what it reads that has no device implementation.
+  static constexpr std::string_view name = [] {
+    if constexpr (requires { typename decomposed_t<E>; })
+      return off_device_name<decomposed_t<E>>();
+    else if constexpr (reads_child<E>)
+      return off_device_name<child_t<E>>();
+    else
+      return name_of<E>();
+  }();
 };
 template <class E>
 constexpr std::string_view off_device_name() {

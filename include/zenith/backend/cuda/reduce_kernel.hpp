@@ -4,10 +4,10 @@
 // expression is printed into the kernel (backend/cuda/kernel_source.hpp), so
 // sum(exp(x) * y, axis) reads x and y once and writes only the result.
 //
-//   auto ev = zn::make_evaluator(child);   // the reduction's child, over its own shape
-//   auto src = zn::cuda_backend::reduction_kernel<zn::ops::reduce_sum, float, decltype(ev)>(false);
-//   auto args = zn::cuda_backend::reduction_args(src_variant_index64, out, child.shape(), axes,
-//   ev);
+//   namespace cb = zn::cuda_backend;
+//   auto p = cb::make_device_plan(child, d);   // the reduction's child, over its own shape
+//   auto src = cb::reduction_kernel<zn::ops::reduce_sum, float, decltype(p)>(false);
+//   auto args = cb::reduction_args(false, out, child.shape(), axes, p);
 //
 // One block per output element and split (grid-stride over both); the block's threads stride
 // over the split's share of the reduced elements, each folding its share with the op's `cuda`
@@ -228,12 +228,12 @@ inline kernel_source reduction_kernel_of(detail::source_builder const& b, std::s
   return src;
 }
 
-// The kernel reducing Ev (the child's evaluator) with Op into an output of element type T.
-template <class Op, element T, class Ev>
+// The kernel reducing P (the child's device plan) with Op into an output of element type T.
+template <class Op, element T, class P>
 requires device_reduction<Op> kernel_source reduction_kernel(bool index64) {
   detail::source_builder b;
-  std::string expr = detail::device_expr<Ev>::text(b);
-  using A = typename Ev::compute_type;  // the accumulator: the child's compute type
+  std::string expr = detail::device_expr<P>::text(b);
+  using A = typename P::compute_type;  // the accumulator: the child's compute type
   reduction_text r{std::string(device_type<T>()), std::string(device_type<A>()),
                    detail::reduction_state_source<Op, A>(),
                    detail::finished_output_source<Op, T, A>(), indexed_reduction<Op>};
@@ -328,7 +328,7 @@ inline void push_reduction_geometry(
 }
 
 // The arguments of reduction_kernel's kernel for out (contiguous over the kept axes) = the
-// reduction over the axes in mask (bit d: axis d of s) of the evaluator of o, built for the
+// reduction over the axes in mask (bit d: axis d of s) of the plan of o, built for the
 // child's shape s; with splits > 1, part holds nout * splits partial states
 // (reduction_state_bytes each).
 inline kernel_args reduction_args(bool index64, void* out, zenith::shape const& s,
@@ -342,10 +342,10 @@ inline kernel_args reduction_args(bool index64, void* out, zenith::shape const& 
   push_reduction_geometry(a, index64, s, mask, o.strides);
   return a;
 }
-template <element T, leaf_walker Ev>
-kernel_args reduction_args(bool index64, T* out, zenith::shape const& s, std::uint32_t mask, Ev& ev,
+template <element T, leaf_walker P>
+kernel_args reduction_args(bool index64, T* out, zenith::shape const& s, std::uint32_t mask, P& p,
                            std::int64_t splits = 1, void* part = nullptr) {
-  return reduction_args(index64, static_cast<void*>(out), s, mask, operands_of(ev), splits, part);
+  return reduction_args(index64, static_cast<void*>(out), s, mask, operands_of(p), splits, part);
 }
 
 }  // namespace zenith::cuda_backend
