@@ -9,6 +9,16 @@
 
 namespace cu = zenith::cuda_backend;
 
+namespace {
+// zenith::cuda(0), which throws on a machine without a GPU after installing the runners.
+void install_runtimes() {
+  try {
+    (void)zenith::cuda(0);
+  } catch (zenith::device_error const&) {
+  }
+}
+}  // namespace
+
 TEST_CASE("cuBLAS opens with every entry point the GEMM runner calls", "[cuda][nvrtc]") {
   cu::cublas_api const& api = cu::cublas();
   INFO(api.missing);
@@ -18,9 +28,13 @@ TEST_CASE("cuBLAS opens with every entry point the GEMM runner calls", "[cuda][n
   CHECK(api.gemm_strided_batched != nullptr);
   REQUIRE(api.status_string != nullptr);
   CHECK(std::string(api.status_string(0)) == "success");  // CUBLAS_STATUS_SUCCESS
-  // zenith::zenith.hpp installed it as the GEMM runner.
+  // The first zenith::cuda(i) installs it as the GEMM runner, whether or not there is a device.
+  install_runtimes();
   CHECK(cu::install_blas_runner(nullptr) == &cu::detail::cublas_runner);
   cu::install_blas_runner(&cu::detail::cublas_runner);
+  // And the kernel runner (NVRTC and the driver).
+  CHECK(cu::install_kernel_runner(nullptr) == &cu::detail::driver_runner);
+  cu::install_kernel_runner(&cu::detail::driver_runner);
 }
 
 TEST_CASE("cuDNN opens with every entry point the convolution runner calls", "[cuda][nvrtc]") {
@@ -34,6 +48,7 @@ TEST_CASE("cuDNN opens with every entry point the convolution runner calls", "[c
   }
   REQUIRE(api.error_string != nullptr);
   CHECK(std::string(api.error_string(0)) == "CUDNN_STATUS_SUCCESS");
+  install_runtimes();
   CHECK(cu::install_conv_runner(nullptr) == &cu::detail::cudnn_runner);
   cu::install_conv_runner(&cu::detail::cudnn_runner);
 }

@@ -5,8 +5,9 @@
 //
 // cuBLAS is opened with dlopen on the first matmul on a device, like the driver (driver.hpp):
 // a program links no CUDA library and starts on any machine; where cuBLAS cannot be opened, a
-// matmul on a device is a device_error that says why. Installed by including this header, which
-// zenith/zenith.hpp does where the build defines ZENITH_WITH_NVRTC.
+// matmul on a device is a device_error that says why. Installed by the program's first
+// zenith::cuda(i) where this header is included, which zenith/zenith.hpp does where the build
+// defines ZENITH_WITH_NVRTC.
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -130,10 +131,11 @@ inline void gemm_on_cublas(device dev, gemm_call const& g) {
 
 inline constexpr blas_runner cublas_runner{&gemm_on_cublas};
 
-inline bool const cublas_installed = [] {
+// Installed by the first zenith::cuda(i) (device_memory.hpp).
+template <class I>
+void install_runtime(blas_runtime, I, int) {
   if (!blas_slot()) install_blas_runner(&cublas_runner);
-  return true;
-}();
+}
 
 }  // namespace detail
 

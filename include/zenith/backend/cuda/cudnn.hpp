@@ -7,8 +7,9 @@
 //
 // cuDNN is opened with dlopen on the first convolution on a device, like the driver and cuBLAS:
 // a program links no CUDA library and starts on any machine; where cuDNN cannot be opened, a
-// convolution on a device is a device_error that says why. Installed by including this header,
-// which zenith/zenith.hpp does where the build defines ZENITH_WITH_NVRTC.
+// convolution on a device is a device_error that says why. Installed by the program's first
+// zenith::cuda(i) where this header is included, which zenith/zenith.hpp does where the build
+// defines ZENITH_WITH_NVRTC.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -256,10 +257,11 @@ inline void run_on_cudnn(device dev, conv_call const& c) {
 
 inline constexpr conv_runner cudnn_runner{&run_on_cudnn};
 
-inline bool const cudnn_installed = [] {
+// Installed by the first zenith::cuda(i) (device_memory.hpp).
+template <class I>
+void install_runtime(conv_runtime, I, int) {
   if (!conv_slot()) install_conv_runner(&cudnn_runner);
-  return true;
-}();
+}
 
 }  // namespace detail
 

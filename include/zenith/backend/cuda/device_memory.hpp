@@ -13,6 +13,7 @@
 // it before.
 #include <array>
 #include <atomic>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -177,25 +178,49 @@ inline void install_driver_memory() {
   if (!zenith::detail::cuda_memory_slot()) install_cuda_memory(&driver_memory);
 }
 
+// What runs work on a device (kernels compiled by NVRTC and launched by the driver, GEMMs by
+// cuBLAS, convolutions by cuDNN) is installed by the program's first zenith::cuda(i), through an
+// overload of install_runtime that each one's header adds for its tag (runner.hpp, cublas.hpp,
+// cudnn.hpp). zenith::cuda is a template so that those overloads are found where it is used, after
+// every header: a program that never asks for a device compiles none of their code (it was a
+// third of a small program's build), and one built without a library (no NVRTC) finds only the
+// fallback below, which installs nothing.
+struct kernel_runtime {};
+struct blas_runtime {};
+struct conv_runtime {};
+template <class Tag, class I>
+void install_runtime(Tag, I, long) {}
+
+// Device i, checked: what zenith::cuda(i) does besides installing.
+inline device open_device(int index) {
+  std::string where = "zenith::cuda(" + std::to_string(index) + "): ";
+  driver_api const& d = driver();
+  if (!d.missing.empty()) throw device_error(where + d.missing);
+  int n = 0;
+  if (int r = d.device_count(&n); r != 0)
+    throw device_error(where + "cannot count devices (" + driver_error_text(d, r) + ")");
+  if (index < 0 || index >= n)
+    throw device_error(where + (n == 0 ? std::string("no CUDA device on this machine")
+                                       : "there are " + std::to_string(n) + " CUDA devices"));
+  install_driver_memory();
+  return device{device::kind::cuda, index};
+}
+
 }  // namespace detail
 
 }  // namespace cuda_backend
 
 // CUDA device i. Throws device_error, with a one-line message, when there is no usable driver or
-// no device i. The first call installs the driver's memory for arrays on devices.
-inline device cuda(int index = 0) {
-  std::string where = "zenith::cuda(" + std::to_string(index) + "): ";
-  cuda_backend::driver_api const& d = cuda_backend::driver();
-  if (!d.missing.empty()) throw device_error(where + d.missing);
-  int n = 0;
-  if (int r = d.device_count(&n); r != 0)
-    throw device_error(where + "cannot count devices (" +
-                       cuda_backend::detail::driver_error_text(d, r) + ")");
-  if (index < 0 || index >= n)
-    throw device_error(where + (n == 0 ? std::string("no CUDA device on this machine")
-                                       : "there are " + std::to_string(n) + " CUDA devices"));
-  cuda_backend::detail::install_driver_memory();
-  return device{device::kind::cuda, index};
+// no device i. The first call installs what runs work on devices (above; before the checks, so
+// that it is in place whether or not this machine has a device) and the driver's memory for
+// arrays on them.
+template <std::integral I = int>
+device cuda(I index = 0) {
+  namespace cd = cuda_backend::detail;
+  install_runtime(cd::kernel_runtime{}, index, 0);
+  install_runtime(cd::blas_runtime{}, index, 0);
+  install_runtime(cd::conv_runtime{}, index, 0);
+  return cd::open_device(int(index));
 }
 
 // Waits until every kernel launched on device d has finished (launches return at once; copies

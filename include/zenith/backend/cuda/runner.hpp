@@ -3,8 +3,9 @@
 // compiled for the device's architecture through the kernel cache (jit_cache.hpp: memory, then
 // disk, then NVRTC), loaded into the device's context once, and launched with cuLaunchKernel on
 // the default stream, where the copies and the allocator's reuse are ordered too
-// (device_memory.hpp). Installed by including this header, which zenith/zenith.hpp does where
-// the build defines ZENITH_WITH_NVRTC (the zenith::zenith target does when ZENITH_CUDA is on).
+// (device_memory.hpp). Installed by the program's first zenith::cuda(i) where this header is
+// included, which zenith/zenith.hpp does where the build defines ZENITH_WITH_NVRTC (the
+// zenith::zenith target does when ZENITH_CUDA is on).
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -89,10 +90,11 @@ inline void run_on_driver(device dev, kernel_source const& k, kernel_args& a,
 
 inline constexpr kernel_runner driver_runner{&run_on_driver};
 
-inline bool const runner_installed = [] {
+// Installed by the first zenith::cuda(i) (device_memory.hpp).
+template <class I>
+void install_runtime(kernel_runtime, I, int) {
   if (!runner_slot()) install_kernel_runner(&driver_runner);
-  return true;
-}();
+}
 
 }  // namespace detail
 
