@@ -144,6 +144,20 @@ TEST_CASE("the tape: reductions, reused intermediates, masks and mixed types", "
   zn::array<double> gh = zn::grad(h)(x);
   for (std::size_t i = 0; i < x.size(); ++i)
     CHECK(gh.data()[i] == Approx(3 * x.data()[i] * x.data()[i]).epsilon(1e-6));
+  // 16-bit intermediates, and a bfloat16 argument: the trace's runtime registers what it does
+  // with arrays of those types when it first records one. d/dx sum(x^2 * 2) = 4x, computed in
+  // float and stored as bfloat16 (8 bits of mantissa).
+  auto k = [](zn::array<zn::bfloat16> const& v) {
+    zn::array<zn::float16> sq = zn::cast<zn::float16>(v) * zn::cast<zn::float16>(v);
+    zn::array<zn::bfloat16> twice = zn::cast<zn::bfloat16>(sq) * zn::bfloat16(2.0f);
+    return zn::sum(zn::cast<float>(twice));
+  };
+  zn::array<zn::bfloat16> xb = zn::cast<zn::bfloat16>(x);
+  zn::array<zn::bfloat16> gk = zn::grad(k)(xb);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    float xi = float(xb.data()[i]);
+    CHECK(float(gk.data()[i]) == Approx(4 * xi).epsilon(2e-2));
+  }
 }
 
 TEST_CASE("argument trees: gradients come back in the same structure", "[tape][tree]") {

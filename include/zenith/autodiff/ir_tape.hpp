@@ -169,6 +169,7 @@ template <element T>
 void bind_opaque(trace_state& t, std::string_view op, std::vector<any_array> const& from,
                  array<T> const& out) {
   ir_trace& ir = *t.ir;
+  ir::detail::dtype_emitted<T>();
   std::vector<ir::value_id> in;
   for (any_array const& a : from)
     if (ir::value_id const* v = ir.rec.find(a.storage().get())) in.push_back(*v);

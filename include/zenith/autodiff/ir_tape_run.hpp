@@ -33,9 +33,69 @@
 
 namespace zenith::detail {
 
-inline any_array any_to(any_array const& a, device d) {
-  return with_dtype(a.dtype(), [&]<class T>() -> any_array { return a.as<T>().to(d); });
+// What the hooks do with an array whose element type they know only at run time, one entry per
+// dtype. A starting transform registers the base types (bool, the integers, float and double);
+// the 16-bit floats are registered where a value of one is recorded (ir::detail::dtype_emitted,
+// below). So a program without them compiles no cotangent sums of bfloat16 and float16, which
+// were a fifth of the runtime every transform program carries, and a program that never starts a
+// transform compiles none of this.
+struct typed_ops {
+  any_array (*to)(any_array const&, device);
+  ir::value_id (*leaf)(ir::recorder&, any_array const&);
+  any_array (*at)(any_array const&, char*);  // a's dtype and shape over the memory at p
+  // Floating dtypes only (null for the others): cotangents and tangents by buffer.
+  std::optional<any_array> (*take)(autodiff::cotangents&, buffer const*);
+  void (*add)(autodiff::cotangents&, any_array const& leaf, any_array const& ct);
+  std::optional<any_array> (*tangent)(autodiff::tangents const&, buffer const*);
+  void (*set_tangent)(autodiff::tangents&, any_array const& a, any_array const& t);
+};
+
+template <element T>
+struct typed_ops_of {
+  static any_array to(any_array const& a, device d) { return a.as<T>().to(d); }
+  static ir::value_id leaf(ir::recorder& r, any_array const& a) { return r.leaf(a.as<T>()); }
+  static any_array at(any_array const& a, char* p) {
+    auto b = buffer::borrow(p, a.shape().numel() * sizeof(T));
+    return array<T>::from_buffer(std::move(b), reinterpret_cast<T*>(p), a.shape());
+  }
+  static std::optional<any_array> take(autodiff::cotangents& cts, buffer const* b) {
+    if (auto c = cts.template take<T>(b)) return any_array(*c);
+    return std::nullopt;
+  }
+  static void add(autodiff::cotangents& cts, any_array const& leaf, any_array const& ct) {
+    cts(leaf.as<T>(), ct.as<T>());
+  }
+  static std::optional<any_array> tangent(autodiff::tangents const& ts, buffer const* b) {
+    if (array<T> const* x = ts.template find<T>(b)) return any_array(*x);
+    return std::nullopt;
+  }
+  static void set_tangent(autodiff::tangents& ts, any_array const& a, any_array const& t) {
+    ts.set(a.storage(), t.as<T>());
+  }
+  static constexpr typed_ops ops = [] {
+    typed_ops o{&to, &leaf, &at, nullptr, nullptr, nullptr, nullptr};
+    if constexpr (floating_element<T>) {
+      o.take = &take;
+      o.add = &add;
+      o.tangent = &tangent;
+      o.set_tangent = &set_tangent;
+    }
+    return o;
+  }();
+};
+
+template <element T>
+void register_typed() {
+  ir::detail::add_once<&typed_ops_of<T>::ops>("array", dtype_of<T>());
 }
+
+inline typed_ops const& typed(zenith::dtype d) {
+  typed_ops const* o = ir::detail::table_of<typed_ops const*>().find("array", d);
+  if (!o) ir::detail::fail_unregistered("array operation", "array", d);
+  return *o;
+}
+
+inline any_array any_to(any_array const& a, device d) { return typed(a.dtype()).to(a, d); }
 
 // Records into trace t the equations at positions `order` of g (run with vals) that read
 // arrays t traces: each result bound where it has an array, marked traced.
@@ -82,7 +142,7 @@ void record_run_into(trace_state& t, ir::graph const& g, std::vector<any_array> 
     } else if (ir::value_id const* b = ir.rec.find(vals[v].storage().get())) {
       id = *b;  // a value t holds already
     } else {
-      id = with_dtype(x.dtype, [&]<class T>() { return ir.rec.leaf(vals[v].as<T>()); });
+      id = typed(x.dtype).leaf(ir.rec, vals[v]);
     }
     map[v] = id;
     return id;
@@ -104,12 +164,7 @@ struct ir_run_step {
   std::vector<any_array> in_arrays, out_arrays;  // as recorded: dtype and shape, kept alive
   std::vector<char*> in_ptrs, out_ptrs;
 
-  static any_array at(any_array const& a, char* p) {
-    return with_dtype(a.dtype(), [&]<class T>() -> any_array {
-      auto b = buffer::borrow(p, a.shape().numel() * sizeof(T));
-      return array<T>::from_buffer(std::move(b), reinterpret_cast<T*>(p), a.shape());
-    });
-  }
+  static any_array at(any_array const& a, char* p) { return typed(a.dtype()).at(a, p); }
   void run() {
     std::vector<any_array> vals(g->values().size());
     for (std::size_t i = 0; i < in_ids.size(); ++i) vals[in_ids[i]] = at(in_arrays[i], in_ptrs[i]);
@@ -237,12 +292,7 @@ void pull_hook(trace_state& t, std::size_t first, std::size_t last, ir::value_id
   for (ir::value_id v = first_value; v < last_value; ++v) {
     any_array const* a = ir.array_of(v);
     if (!a || !ir::detail::floating_dtype(a->dtype())) continue;
-    std::optional<any_array> ct =
-        with_dtype(a->dtype(), [&]<class T>() -> std::optional<any_array> {
-          if constexpr (floating_element<T>)
-            if (auto c = cts.template take<T>(a->storage().get())) return any_array(*c);
-          return std::nullopt;
-        });
+    std::optional<any_array> ct = typed(a->dtype()).take(cts, a->storage().get());
     if (!ct) continue;
     outs.push_back(v);
     seeds.push_back(add_given(g, vals, *ct));
@@ -261,9 +311,7 @@ void pull_hook(trace_state& t, std::size_t first, std::size_t last, ir::value_id
   for (std::size_t k = 0; k < wrt.size(); ++k) {
     if (!r[k]) continue;
     any_array const& a = ir.arrays[wrt[k]];
-    with_dtype(a.dtype(), [&]<class T>() {
-      if constexpr (floating_element<T>) cts(a.as<T>(), vals[*r[k]].as<T>());
-    });
+    if (auto add = typed(a.dtype()).add) add(cts, a, vals[*r[k]]);
   }
 }
 
@@ -275,6 +323,11 @@ inline ir_trace::hooks const ir_hooks{&compute_hook<V>, &pull_hook<V>};
 // A trace's IR state, run by the hooks above.
 template <class = void>
 std::shared_ptr<ir_trace> make_ir_trace() {
+  register_typed<bool>();
+  register_typed<std::int32_t>();
+  register_typed<std::int64_t>();
+  register_typed<float>();
+  register_typed<double>();
   auto ir = std::make_shared<ir_trace>();
   ir->run = &ir_hooks<>;
   return ir;
@@ -291,12 +344,8 @@ void compute_tangents(trace_state& t, autodiff::tangents& ts) {
   for (ir::value_id v : ir.graph.inputs()) {
     any_array const* a = ir.array_of(v);
     if (!a) continue;
-    std::optional<any_array> tan =
-        with_dtype(a->dtype(), [&]<class T>() -> std::optional<any_array> {
-          if constexpr (floating_element<T>)
-            if (array<T> const* x = ts.template find<T>(a->storage().get())) return any_array(*x);
-          return std::nullopt;
-        });
+    auto find = typed(a->dtype()).tangent;
+    std::optional<any_array> tan = find ? find(ts, a->storage().get()) : std::nullopt;
     if (!tan) continue;
     primals.push_back(v);
     tangents.push_back(add_given(g, vals, *tan));
@@ -311,10 +360,21 @@ void compute_tangents(trace_state& t, autodiff::tangents& ts) {
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     if (!r[k]) continue;
     any_array const& a = ir.arrays[outputs[k]];
-    with_dtype(a.dtype(), [&]<class T>() {
-      if constexpr (floating_element<T>) ts.set(a.storage(), vals[*r[k]].as<T>());
-    });
+    if (auto set = typed(a.dtype()).set_tangent) set(ts, a, vals[*r[k]]);
   }
 }
 
 }  // namespace zenith::detail
+
+namespace zenith::ir::detail {
+// expr/to_ir.hpp declares it: emit calls it for the type of every value it records.
+// The other types are registered by a starting transform (make_ir_trace), so that a program that
+// records without one (every program that materializes: a trace may be active) compiles nothing.
+template <element T>
+void dtype_emitted() {
+  if constexpr (storage_float<T>) {
+    zenith::detail::register_typed<T>();
+    op_emitted<ops::reduce_sum, T>();  // the rules sum cotangents to broadcast shapes
+  }
+}
+}  // namespace zenith::ir::detail

@@ -218,6 +218,11 @@ namespace detail {
 template <class Op, class T>
 void op_emitted();
 
+// Called for the element type T of every value emit records: the trace's runtime registers what
+// it does with arrays of T where it does not always (autodiff/ir_tape_run.hpp defines it).
+template <element T>
+void dtype_emitted();
+
 template <class Op, class... Cs, std::size_t... I>
 value_id emit_map(recorder& r, map_node<Op, Cs...> const& e, std::index_sequence<I...>) {
   graph& g = r.target();
@@ -301,6 +306,7 @@ value_id emit_reduce(recorder& r, reduce_node<Op, C> const& e) {
 template <class E>
 value_id emit(recorder& r, E const& e) {
   graph& g = r.target();
+  detail::dtype_emitted<value_t<E>>();
   if constexpr (is_array_v<E>) {
     return r.leaf(e);
   } else if constexpr (requires {

@@ -85,6 +85,7 @@ Tree traced_tree(Tree const& tree, trace_state& st, char const* transform) {
     st.traced.insert(b.get());
     if (st.parent) trace_alias(st.parent, a, b);
     a = A::from_buffer(std::move(b), a.data(), a.shape());
+    ir::detail::dtype_emitted<value_t<A>>();
     st.ir->bind(st.ir->graph.add_input(dtype_of<value_t<A>>(), a.shape()), a);
   });
   return t;

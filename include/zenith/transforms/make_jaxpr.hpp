@@ -63,6 +63,7 @@ Arg jaxpr_argument(Arg const& arg, trace_state& st) {
       auto b = buffer::alias(a.storage());
       st.traced.insert(b.get());
       a = A::from_buffer(std::move(b), a.data(), a.shape());
+      ir::detail::dtype_emitted<value_t<A>>();
       st.ir->bind(st.ir->graph.add_input(dtype_of<value_t<A>>(), a.shape()), a);
     });
     return t;
