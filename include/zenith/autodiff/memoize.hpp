@@ -155,49 +155,48 @@ template <class P, class C>
 using memoized_child_t = std::conditional_t<kept_in_v<P, std::remove_cvref_t<C>>,
                                             reuse_node<memoized_t<C>>, memoized_t<C>>;
 
-template <class Op, class... Cs>
-struct memoized<map_node<Op, Cs...>> {
-  using type = map_node<Op, memoized_child_t<map_node<Op, Cs...>, Cs>...>;
-};
-template <class V, class C>
-struct memoized<view_node<V, C>> {
-  using type = view_node<V, memoized_child_t<view_node<V, C>, C>>;
-};
-template <class C>
-struct memoized<reshape_node<C>> {
-  using type = reshape_node<memoized_child_t<reshape_node<C>, C>>;
-};
-template <class Op, class C>
-struct memoized<reduce_node<Op, C>> {
-  using type = memo_node<reduce_node<Op, memoized_child_t<reduce_node<Op, C>, C>>>;
-};
-template <class A, class B>
-struct memoized<matmul_node<A, B>> {
-  using type = memo_node<
-      matmul_node<memoized_child_t<matmul_node<A, B>, A>, memoized_child_t<matmul_node<A, B>, B>>>;
-};
-template <conv2d_part Part, class A, class B>
-struct memoized<conv2d_node<Part, A, B>> {
-  using type = memo_node<conv2d_node<Part, memoized_child_t<conv2d_node<Part, A, B>, A>,
-                                     memoized_child_t<conv2d_node<Part, A, B>, B>>>;
-};
-template <class Op, class E>
-struct memoized<softmax_node<Op, E>> {
-  using type = memo_node<softmax_node<Op, memoized_child_t<softmax_node<Op, E>, E>>>;
+// Every node with children exposes them one way (operands(), a tuple) and can be rebuilt over new
+// ones (with_operands), the node protocol of expr/node.hpp; so this pass is written once: each
+// operand memoized (kept where a rule reads it), the node rebuilt over them, and a barrier then
+// evaluated and held (memo_node). A vector of parts (concatenate's, its count known at run time
+// only) is one operand, memoized part by part.
+template <class E>
+concept has_operands = requires(E const& e) {
+  e.operands();
 };
 template <class E>
-struct memoized<layer_norm_node<E>> {
-  using type = memo_node<layer_norm_node<memoized_child_t<layer_norm_node<E>, E>>>;
+inline constexpr bool elementwise_v = false;
+template <class Op, class... Cs>
+inline constexpr bool elementwise_v<map_node<Op, Cs...>> = true;
+template <class E>
+inline constexpr bool barrier_v = requires {
+  requires E::barrier;
 };
-template <class Op, class E>
-struct memoized<concat_node<Op, std::vector<E>>> {
-  using type =
-      memo_node<concat_node<Op, std::vector<memoized_child_t<concat_node<Op, std::vector<E>>, E>>>>;
+
+template <class P, class X>
+struct memoized_operand {
+  using type = memoized_child_t<P, X>;
 };
-template <class Op, class... Es>
-struct memoized<concat_node<Op, std::tuple<Es...>>> {
-  using type = memo_node<
-      concat_node<Op, std::tuple<memoized_child_t<concat_node<Op, std::tuple<Es...>>, Es>...>>>;
+template <class P, class E>
+struct memoized_operand<P, std::vector<E>> {
+  using type = std::vector<memoized_child_t<P, E>>;
+};
+template <class P, class X>
+using memoized_operand_t = typename memoized_operand<P, std::remove_cvref_t<X>>::type;
+
+// P over its memoized operands, before a barrier is evaluated.
+template <class P, class Operands = decltype(std::declval<P const&>().operands())>
+struct rebuilt;
+template <class P, class... Xs>
+struct rebuilt<P, std::tuple<Xs...>> {
+  using type = decltype(std::declval<P const&>().with_operands(
+      std::declval<memoized_operand_t<P, Xs>>()...));
+};
+
+template <has_operands E>
+struct memoized<E> {
+  using R = typename rebuilt<E>::type;
+  using type = std::conditional_t<barrier_v<E>, memo_node<R>, R>;
 };
 
 // Barrier b held with its value, evaluated as a level-Level expression.
@@ -257,45 +256,60 @@ memoized_t<E> memoize(E const& e, Queue& queue) {
     return memoize(e);
 }
 
-template <class Op, class... Cs>
-struct memoizer<map_node<Op, Cs...>> {
-  using P = map_node<Op, Cs...>;
-  using M = memoized_t<P>;
-  template <int Level>
-  static M run(P const& e) {
-    return zenith::detail::apply([](auto const&... c) { return M(memoize_child<P, Level>(c)...); },
-                                 e.children);
+// Operand x of parent P memoized (memoize_child, with the queue where given; a vector part by
+// part).
+template <class P, int Level, class X, class... Queue>
+decltype(auto) memoize_operand(X const& x, Queue&... queue) {
+  if constexpr (requires {
+                  typename X::value_type;
+                  x.size();
+                  x.begin();
+                }) {
+    std::vector<memoized_child_t<P, typename X::value_type>> parts;
+    parts.reserve(x.size());
+    for (auto const& p : x) parts.push_back(memoize_child<P, Level>(p));
+    return parts;
+  } else {
+    return memoize_child<P, Level>(x, queue...);
   }
-  template <int Level, class Queue>
-  static M run(P const& e, Queue& queue) {
+}
+
+// The pass for any node with operands: rebuilt over its memoized operands, then held with its
+// value if it is a barrier.
+template <class P>
+struct memoize_node {
+  template <int Level, class... Queue>
+  static typename rebuilt<P>::type rebuild(P const& e, Queue&... queue) {
     return zenith::detail::apply(
-        [&](auto const&... c) { return M(memoize_child<P, Level>(c, queue)...); }, e.children);
+        [&](auto const&... c) {
+          return e.with_operands(memoize_operand<P, Level>(c, queue...)...);
+        },
+        e.operands());
   }
-};
-template <class V, class C>
-struct memoizer<view_node<V, C>> {
-  using P = view_node<V, C>;
   template <int Level>
   static memoized_t<P> run(P const& e) {
-    return memoized_t<P>(memoize_child<P, Level>(e.child), e.view);
+    if constexpr (barrier_v<P>)
+      return memo<Level>(rebuild<Level>(e));
+    else
+      return rebuild<Level>(e);
   }
 };
-template <class C>
-struct memoizer<reshape_node<C>> {
-  using P = reshape_node<C>;
-  template <int Level>
-  static memoized_t<P> run(P const& e) {
-    return memoized_t<P>(memoize_child<P, Level>(e.child), e.shape());
+
+template <has_operands P>
+struct memoizer<P> : memoize_node<P> {
+  using memoize_node<P>::run;
+  // The queue passes through elementwise parents only (see memoize_child).
+  template <int Level, class Queue>
+  requires elementwise_v<P>
+  static memoized_t<P> run(P const& e, Queue& queue) {
+    return memoize_node<P>::template rebuild<Level>(e, queue);
   }
 };
+
 template <class Op, class C>
-struct memoizer<reduce_node<Op, C>> {
+struct memoizer<reduce_node<Op, C>> : memoize_node<reduce_node<Op, C>> {
   using P = reduce_node<Op, C>;
-  using R = reduce_node<Op, memoized_child_t<P, C>>;
-  template <int Level>
-  static memoized_t<P> run(P const& e) {
-    return memo<Level>(R(memoize_child<P, Level>(e.child), e.axes, e.keepdims));
-  }
+  using memoize_node<P>::run;
   // A floating-point sum or mean of everything, queued when the queue takes it. Its child is
   // memoized without the queue: a queued sum reads what is below it in the same pass.
   static constexpr bool queueable =
@@ -303,72 +317,11 @@ struct memoizer<reduce_node<Op, C>> {
       (std::is_same_v<Op, ops::reduce_sum> || std::is_same_v<Op, ops::reduce_mean>);
   template <int Level, class Queue>
   requires queueable static memoized_t<P> run(P const& e, Queue& queue) {
-    R r(memoize_child<P, Level>(e.child), e.axes, e.keepdims);
+    auto r = memoize_node<P>::template rebuild<Level>(e);
     zenith::shape s = r.shape();
     if (auto v = queue.template queue_total<Op, value_t<P>>(r.child, s))
       return memoized_t<P>(std::move(r), std::move(*v));
     return memo<Level>(std::move(r));
-  }
-};
-template <class A, class B>
-struct memoizer<matmul_node<A, B>> {
-  using P = matmul_node<A, B>;
-  template <int Level>
-  static memoized_t<P> run(P const& e) {
-    return memo<Level>(matmul_node<memoized_child_t<P, A>, memoized_child_t<P, B>>(
-        memoize_child<P, Level>(e.lhs()), memoize_child<P, Level>(e.rhs())));
-  }
-};
-template <conv2d_part Part, class A, class B>
-struct memoizer<conv2d_node<Part, A, B>> {
-  using P = conv2d_node<Part, A, B>;
-  template <int Level>
-  static memoized_t<P> run(P const& e) {
-    return memo<Level>(conv2d_node<Part, memoized_child_t<P, A>, memoized_child_t<P, B>>(
-        memoize_child<P, Level>(e.lhs()), memoize_child<P, Level>(e.rhs()), e.geometry));
-  }
-};
-template <class Op, class E>
-struct memoizer<softmax_node<Op, E>> {
-  using P = softmax_node<Op, E>;
-  template <int Level>
-  static memoized_t<P> run(P const& e) {
-    return memo<Level>(
-        softmax_node<Op, memoized_child_t<P, E>>(memoize_child<P, Level>(e.input()), int(e.axis)));
-  }
-};
-template <class E>
-struct memoizer<layer_norm_node<E>> {
-  using P = layer_norm_node<E>;
-  template <int Level>
-  static memoized_t<P> run(P const& e) {
-    return memo<Level>(layer_norm_node<memoized_child_t<P, E>>(memoize_child<P, Level>(e.input()),
-                                                               int(e.axis), e.eps));
-  }
-};
-template <class Op, class E>
-struct memoizer<concat_node<Op, std::vector<E>>> {
-  using P = concat_node<Op, std::vector<E>>;
-  template <int Level>
-  static memoized_t<P> run(P const& e) {
-    std::vector<memoized_child_t<P, E>> parts;
-    parts.reserve(e.parts.size());
-    for (auto const& p : e.parts) parts.push_back(memoize_child<P, Level>(p));
-    return memo<Level>(
-        concat_node<Op, std::vector<memoized_child_t<P, E>>>(std::move(parts), int(e.axis)));
-  }
-};
-template <class Op, class... Es>
-struct memoizer<concat_node<Op, std::tuple<Es...>>> {
-  using P = concat_node<Op, std::tuple<Es...>>;
-  template <int Level>
-  static memoized_t<P> run(P const& e) {
-    return memo<Level>(zenith::detail::apply(
-        [&](auto const&... p) {
-          return concat_node<Op, std::tuple<memoized_child_t<P, Es>...>>(
-              std::tuple<memoized_child_t<P, Es>...>(memoize_child<P, Level>(p)...), int(e.axis));
-        },
-        e.parts));
   }
 };
 

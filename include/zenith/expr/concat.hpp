@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/apply.hpp"
 #include "../core/dtype.hpp"
 #include "../core/error.hpp"
 #include "../core/expr_base.hpp"
@@ -37,6 +38,11 @@ struct stack {
 }  // namespace ops
 
 namespace detail {
+template <class Parts>
+inline constexpr bool is_tuple_v = false;
+template <class... Es>
+inline constexpr bool is_tuple_v<std::tuple<Es...>> = true;
+
 // How a concat_node walks its parts: each(parts, f) calls f(part, i) in order.
 template <class Parts>
 struct concat_parts;
@@ -118,6 +124,23 @@ struct concat_node : expr_base<concat_node<Op, Parts>> {
   }
 
   zenith::shape shape() const { return shape_; }
+
+  // The node protocol (expr/node.hpp): a tuple's parts are its operands; a vector of parts, whose
+  // count is known at run time only, is one operand.
+  auto operands() const {
+    if constexpr (detail::is_tuple_v<Parts>)
+      return zenith::detail::apply(
+          [](auto const&... p) { return std::tuple<decltype(p)...>(p...); }, parts);
+    else
+      return std::tuple<Parts const&>(parts);
+  }
+  template <class... Ds>
+  auto with_operands(Ds... ds) const {
+    if constexpr (detail::is_tuple_v<Parts>)
+      return concat_node<Op, std::tuple<Ds...>>(std::tuple<Ds...>(std::move(ds)...), int(axis));
+    else
+      return concat_node<Op, Ds...>(std::move(ds)..., int(axis));
+  }
 
   // f(part, index) for each part, in order.
   template <class F>

@@ -118,6 +118,11 @@ struct conv2d_node : expr_base<conv2d_node<Part, A, B>> {
   }
   A const& lhs() const { return std::get<0>(children); }
   B const& rhs() const { return std::get<1>(children); }
+  std::tuple<A const&, B const&> operands() const { return {lhs(), rhs()}; }  // expr/node.hpp
+  template <class C, class D>
+  conv2d_node<Part, C, D> with_operands(C c, D d) const {
+    return conv2d_node<Part, C, D>(std::move(c), std::move(d), geometry);
+  }
   zenith::shape shape() const {
     if constexpr (Part == conv2d_part::output)
       return geometry.output();

@@ -56,6 +56,11 @@ struct layer_norm_node : expr_base<layer_norm_node<E>> {
   }
   E const& input() const { return std::get<0>(children); }
   zenith::shape shape() const { return input().shape(); }
+  std::tuple<E const&> operands() const { return {input()}; }  // the node protocol (expr/node.hpp)
+  template <class D>
+  layer_norm_node<D> with_operands(D d) const {
+    return layer_norm_node<D>(std::move(d), int(axis), eps);
+  }
 
   template <class F>
   void for_each_array(F&& f) const {

@@ -95,6 +95,11 @@ struct matmul_node : expr_base<matmul_node<A, B>> {
   A const& lhs() const { return std::get<0>(children); }
   B const& rhs() const { return std::get<1>(children); }
   zenith::shape shape() const { return dims.out; }
+  std::tuple<A const&, B const&> operands() const { return {lhs(), rhs()}; }  // expr/node.hpp
+  template <class C, class D>
+  matmul_node<C, D> with_operands(C c, D d) const {
+    return matmul_node<C, D>(std::move(c), std::move(d));
+  }
 
   template <class F>
   void for_each_array(F&& f) const {

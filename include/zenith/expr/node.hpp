@@ -71,6 +71,17 @@ struct map_node : expr_base<map_node<Op, Cs...>> {
     zenith::detail::apply([&](auto const&... c) { (c.for_each_array(f), ...); }, children);
   }
 
+  // The node protocol (every node that has children): its children, and the same node over new
+  // ones (structural passes: autodiff/memoize.hpp, backend/cuda/lower.hpp).
+  std::tuple<Cs const&...> operands() const {
+    return zenith::detail::apply([](Cs const&... c) { return std::tuple<Cs const&...>(c...); },
+                                 children);
+  }
+  template <class... Ds>
+  map_node<Op, Ds...> with_operands(Ds... ds) const {
+    return map_node<Op, Ds...>(std::move(ds)...);
+  }
+
   // Fixed-size evaluation: the value at flat index i (unrolled by the tensor evaluator).
   template <bool F = fixed>
   requires F auto at(std::size_t i) const { return at_impl(i, std::index_sequence_for<Cs...>{}); }

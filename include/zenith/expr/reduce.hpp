@@ -317,6 +317,11 @@ struct reduce_node : expr_base<reduce_node<Op, C>> {
     }
   }
   zenith::shape shape() const { return shape_; }
+  std::tuple<C const&> operands() const { return {child}; }  // the node protocol (expr/node.hpp)
+  template <class D>
+  reduce_node<Op, D> with_operands(D d) const {
+    return reduce_node<Op, D>(std::move(d), axes, keepdims);
+  }
   bool reduces(std::size_t k) const { return axes >> k & 1; }
   // Number of child elements that go into each output element.
   std::size_t count() const {

@@ -23,6 +23,11 @@ struct reshape_node : expr_base<reshape_node<C>> {
   zenith::shape shape_;
   reshape_node(C c, zenith::shape s) : child(std::move(c)), shape_(s) {}
   zenith::shape shape() const { return shape_; }
+  std::tuple<C const&> operands() const { return {child}; }  // the node protocol (expr/node.hpp)
+  template <class D>
+  reshape_node<D> with_operands(D d) const {
+    return reshape_node<D>(std::move(d), shape_);
+  }
   template <class F>
   void for_each_array(F&& f) const {
     child.for_each_array(f);

@@ -45,6 +45,11 @@ struct softmax_node : expr_base<softmax_node<Op, E>> {
   }
   E const& input() const { return std::get<0>(children); }
   zenith::shape shape() const { return input().shape(); }
+  std::tuple<E const&> operands() const { return {input()}; }  // the node protocol (expr/node.hpp)
+  template <class D>
+  softmax_node<Op, D> with_operands(D d) const {
+    return softmax_node<Op, D>(std::move(d), int(axis));
+  }
 
   template <class F>
   void for_each_array(F&& f) const {

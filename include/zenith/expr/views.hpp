@@ -146,6 +146,11 @@ struct view_node : expr_base<view_node<View, C>> {
     shape_ = view.out_shape(child.shape());
   }
   zenith::shape shape() const { return shape_; }
+  std::tuple<C const&> operands() const { return {child}; }  // the node protocol (expr/node.hpp)
+  template <class D>
+  view_node<View, D> with_operands(D d) const {
+    return view_node<View, D>(std::move(d), view);
+  }
   template <class F>
   void for_each_array(F&& f) const {
     child.for_each_array(f);

@@ -89,22 +89,44 @@ struct lowering<scalar_node<T>> {
   static scalar_node<T> lower(device, scalar_node<T> const& s) { return s; }
 };
 
-template <class Op, class... Cs>
-requires(lowerable<Cs>&&...) struct lowering<map_node<Op, Cs...>> {
-  static auto lower(device d, map_node<Op, Cs...> const& e) {
-    return zenith::detail::apply(
-        [&](auto const&... c) {
-          return map_node<Op, lowered_t<Cs>...>(cuda_backend::lower(d, c)...);
-        },
-        e.children);
-  }
+// The node protocol (expr/node.hpp): a node's operands, as types (a vector of parts read as its
+// element type).
+template <class X>
+struct operand_type {
+  using type = X;
 };
+template <class X>
+struct operand_type<std::vector<X>> {
+  using type = X;
+};
+template <class E>
+struct operand_types {};
+template <class E>
+requires requires(E const& e) { e.operands(); }
+struct operand_types<E> {
+  template <class... Xs>
+  static auto of(std::tuple<Xs...> const*)
+      -> std::tuple<typename operand_type<std::remove_cvref_t<Xs>>::type...>;
+  using type = decltype(of(static_cast<decltype(std::declval<E const&>().operands()) const*>(0)));
+};
+template <class Tuple>
+inline constexpr bool all_lowerable = false;
+template <class... Xs>
+inline constexpr bool all_lowerable<std::tuple<Xs...>> = (lowerable<Xs> && ...);
+template <class E>
+concept operands_lowerable = requires {
+  typename operand_types<E>::type;
+}
+&&all_lowerable<typename operand_types<E>::type>;
 
-template <class V, class C>
-requires lowerable<C>
-struct lowering<view_node<V, C>> {
-  static auto lower(device d, view_node<V, C> const& e) {
-    return view_node<V, lowered_t<C>>(cuda_backend::lower(d, e.child), e.view);
+// A node that is neither a barrier nor one with a lowering of its own (elementwise ops, views):
+// the same node over its operands lowered, computed in the kernel that reads it.
+template <class E>
+requires(!requires { requires E::barrier; } && operands_lowerable<E>) struct lowering<E> {
+  static auto lower(device d, E const& e) {
+    return zenith::detail::apply(
+        [&](auto const&... c) { return e.with_operands(cuda_backend::lower(d, c)...); },
+        e.operands());
   }
 };
 
@@ -219,21 +241,18 @@ constexpr std::string_view off_device_name() {
   else
     return off_device<E>::name;
 }
-template <class Op, class... Cs>
-struct off_device<map_node<Op, Cs...>> {
+// A node with operands: the first operand that has no device implementation, else the node.
+template <class E>
+requires requires { typename operand_types<E>::type; }
+struct off_device<E> {
   static constexpr std::string_view name = [] {
-    std::string_view r;
-    ((r = r.empty() ? off_device_name<Cs>() : r), ...);
-    return r;
+    std::string_view r = []<class... Xs>(std::tuple<Xs...> const*) {
+      std::string_view first;
+      ((first = first.empty() ? off_device_name<Xs>() : first), ...);
+      return first;
+    }(static_cast<typename operand_types<E>::type const*>(nullptr));
+    return r.empty() ? name_of<E>() : r;
   }();
-};
-template <class V, class C>
-struct off_device<view_node<V, C>> : off_device<C> {};
-template <class C>
-struct off_device<reshape_node<C>> : off_device<C> {};
-template <class Op, class C>
-struct off_device<reduce_node<Op, C>> {
-  static constexpr std::string_view name = device_reduction<Op> ? off_device_name<C>() : Op::name;
 };
 
 }  // namespace detail
