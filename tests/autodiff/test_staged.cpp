@@ -511,7 +511,7 @@ void check_doubled_sum(unsigned seed) {
 }
 }  // namespace
 
-// A rule's result of up to 8 elements is read element by element (staged_reverse.hpp,
+// A rule's result of up to 8 elements is read element by element (staged_custom.hpp,
 // lane_by_lane_up_to), a longer one a batch at a time: both ways, doubles and floats, whole
 // batches and tails.
 TEST_CASE("user rule results short and long, read into batched sums", "[staged][custom_vjp]") {
