@@ -328,7 +328,7 @@ struct custom_vjp_fn {
 
  private:
   // In a staged tensor function (jit of grad on tensors): a node of the staged expression that
-  // calls fwd and bwd when the gradient is evaluated (autodiff/staged_reverse.hpp).
+  // calls fwd and bwd when the gradient is evaluated (autodiff/staged_custom.hpp).
   template <class... Args>
   auto staged(Args const&... args) const {
     static_assert((fixed_expression<Args> && ...),
