@@ -151,8 +151,8 @@ requires(device_reduction<Op>&& lowerable<C>) struct lowering<reduce_node<Op, C>
 };
 
 // Nodes of the layers above. Each exposes what its value is, in terms a backend already knows:
-//   e.decomposed()   the same value as an expression of the nodes above (a node that only wraps
-//                    its child; a barrier whose value was computed);
+//   e.decomposed()   the same value as an expression of the nodes lowered above in this file (a
+//                    node that only wraps its child; a barrier whose value was computed);
 //   e.summed_axes()  e.child summed over those axes (kept as 1), viewed as e.shape();
 //   e.once(f)        a value its readers share, computed as f(e.child) by the first of them;
 //   e.placement()    zeros of e.shape() with e.child written at that window of the buffer.
