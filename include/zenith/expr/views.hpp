@@ -27,6 +27,28 @@ struct affine_map {
   std::array<std::int64_t, max_rank> offset{};
 };
 
+// Strides read through m: stride (one per input axis, in elements) becomes one per output axis;
+// returns the offset of the first element read. What a leaf of either backend does when a view
+// or a broadcast is pushed down to it.
+inline std::int64_t map_strides(affine_map const& m, std::array<std::int64_t, max_rank>& stride) {
+  std::int64_t off = 0;
+  std::array<std::int64_t, max_rank> st{};
+  for (std::size_t i = 0; i < m.in_rank; ++i) {
+    off += stride[i] * m.offset[i];
+    for (std::size_t k = 0; k < m.out_rank; ++k) st[k] += stride[i] * m.coef[i][k];
+  }
+  stride = st;
+  return off;
+}
+
+// How a leaf reads a contiguous array of shape s: row-major strides, 0 along axes of size 1.
+inline std::array<std::int64_t, max_rank> leaf_strides(zenith::shape const& s) {
+  auto st = row_major_strides(s);
+  for (std::size_t k = 0; k < s.size(); ++k)
+    if (s[k] == 1) st[k] = 0;
+  return st;
+}
+
 // A strided window into a row-major buffer, in elements: an offset and one stride per axis.
 struct placement {
   std::int64_t offset = 0;

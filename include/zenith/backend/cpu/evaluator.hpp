@@ -141,11 +141,7 @@ struct leaf_eval {
 
   leaf_eval() = default;
   leaf_eval(T const* p, zenith::shape const& s, void const* src)
-      : base(p), rank(s.size()), source(src) {
-    stride = row_major_strides(s);
-    for (std::size_t k = 0; k < rank; ++k)
-      if (s[k] == 1) stride[k] = 0;
-  }
+      : base(p), rank(s.size()), stride(leaf_strides(s)), source(src) {}
   template <class U>
   static leaf_eval owning(array<U> const& a) {
     leaf_eval l(a.data(), a.shape(), a.storage().get());
@@ -159,14 +155,7 @@ struct leaf_eval {
   }
 
   void apply(affine_map const& m) {
-    std::int64_t off = 0;
-    std::array<std::int64_t, max_rank> st{};
-    for (std::size_t i = 0; i < m.in_rank; ++i) {
-      off += stride[i] * m.offset[i];
-      for (std::size_t k = 0; k < m.out_rank; ++k) st[k] += stride[i] * m.coef[i][k];
-    }
-    base += off;
-    stride = st;
+    base += map_strides(m, stride);
     rank = m.out_rank;
   }
 

@@ -38,25 +38,15 @@ struct device_leaf {
   std::size_t rank = 0;
   std::array<std::int64_t, max_rank> stride{};
 
-  device_leaf(T const* p, zenith::shape const& s) : base(p), rank(s.size()) {
-    stride = row_major_strides(s);
-    for (std::size_t k = 0; k < rank; ++k)
-      if (s[k] == 1) stride[k] = 0;
-  }
+  device_leaf(T const* p, zenith::shape const& s)
+      : base(p), rank(s.size()), stride(leaf_strides(s)) {}
   template <class F>
   void for_each_leaf(F&& f) {
     f(*this);
   }
   // Reads through m (a view or a broadcast of what the leaf read before).
   void apply(affine_map const& m) {
-    std::int64_t off = 0;
-    std::array<std::int64_t, max_rank> st{};
-    for (std::size_t i = 0; i < m.in_rank; ++i) {
-      off += stride[i] * m.offset[i];
-      for (std::size_t k = 0; k < m.out_rank; ++k) st[k] += stride[i] * m.coef[i][k];
-    }
-    base += off;
-    stride = st;
+    base += map_strides(m, stride);
     rank = m.out_rank;
   }
 };
