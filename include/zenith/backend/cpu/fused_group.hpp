@@ -420,7 +420,7 @@ class reduce_loop final : public fused_group::loop {
   Ev ev_;
   T* out_;
   red::geometry g_;
-  small_vector<red::block_acc<Op, K, A, can_simd>, 1> blocks_;  // each block's sum so far
+  small_vector<red::block_acc<Op, K, A>, 1> blocks_;  // each block's sum so far
   bool unit_ = false;
   [[no_unique_address]] S store_;
 };

@@ -17,7 +17,10 @@
 // logsumexp is two passes over the child: the max, then the sum of exp(x - max).
 //
 // This header orders the axes, builds the plan and dispatches; the loops are reduce_inner.hpp
-// (case A) and reduce_outer.hpp (case B), over reduce_geometry.hpp.
+// (case A) and reduce_outer.hpp (case B), over reduce_geometry.hpp. Only what reads the child,
+// a block of either case, is compiled per expression; the loops that cut the work into blocks,
+// trees and threads call it through a reduce_source, and are compiled once per reduction and
+// compute type.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -224,17 +227,30 @@ struct reduce_step {
     // the latter runs its scalar loops (geometry::simd).
     geometry gs = g;
     gs.simd = can_simd && simd_enabled();
-    auto dispatch = [&](auto run) {
-      if constexpr (can_simd) {
-        if (gs.simd && unit) return run.template operator()<true, true>();
-      }
-      run.template operator()<can_simd, false>();
+    if constexpr (can_simd && !indexed_reduction<Op>)
+      gs.fold = gs.simd && unit && fold_ok(ev, gs, xsimd::batch<A>::size);
+    auto loops = [&](reduce_source<Op, typename E::compute_type> const& src) {
+      if (g.nk2 == 0)
+        run_a(src, gs, out);
+      else
+        run_b(src, gs, out);
     };
-    if (g.nk2 == 0) {
-      dispatch([&]<bool Simd, bool Unit>() { run_a<Op, Simd, Unit>(ev, gs, out); });
-    } else {
-      dispatch([&]<bool Simd, bool Unit>() { run_b<Op, Simd, Unit>(ev, gs, out); });
+    if constexpr (can_simd) {
+      if (gs.simd && unit) return loops(source<true, true>());
     }
+    loops(source<can_simd, false>());
+  }
+
+  // ev behind the block functions of one loop variant.
+  template <bool Simd, bool Unit, class E = std::remove_cvref_t<Ev>>
+  reduce_source<Op, typename E::compute_type> source() {
+    return {&ev,
+            &block_a_of<Op, Simd, Unit, E>,
+            &outputs_a_of<Op, Simd, Unit, E>,
+            &block_b_of<Op, Simd, Unit, E>,
+            sizeof(E),
+            &clone_evaluator_at<E>,
+            &destroy_evaluator<E>};
   }
 
   void pointers(pointer_list& l) {

@@ -4,8 +4,10 @@
 // accumulation kernels (plain reductions, and argmax / argmin with their positions).
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -203,5 +205,71 @@ struct arg_kernel {
 template <class Op, class A>
 using kernel_for =
     std::conditional_t<indexed_reduction<Op>, arg_kernel<Op, A>, simple_kernel<Op, A>>;
+
+// The expression a reduction reads, behind function pointers. The functions that read it (a
+// block of case A, a block of case B) are compiled once per expression and loop variant; the
+// loops around them, which split the work into blocks, trees and threads and write the outputs
+// (run_a, run_b), once per reduction and compute type. A call per block (thousands of
+// elements, or rows of them) costs nothing next to the block.
+template <class Op, class A>
+struct reduce_source {
+  using K = kernel_for<Op, A>;
+  void* ev;  // the evaluator, which the block functions start row by row
+  // Case A: reduces elements [lo, hi) of the reduced sub-space for the output whose kept
+  // indices are in idx[0 .. nk1).
+  typename K::state (*block_a)(void* ev, geometry const& g, std::int64_t* idx, std::int64_t lo,
+                               std::int64_t hi);
+  // Case A with one block per output: the states of outputs [lo, hi) into s (a call per run of
+  // outputs rather than per output: rows of a thousand elements take about 80 ns each).
+  void (*outputs_a)(void* ev, geometry const& g, std::int64_t lo, std::int64_t hi,
+                    typename K::state* s);
+  // Case B: accumulates reduced rows [rlo, rhi) of the kept elements [c0, c1) (K2 flat) at the K1
+  // index in idx[0 .. nk1) into acc, which it resets first.
+  void (*block_b)(void* ev, geometry const& g, std::int64_t* idx, typename K::rows& acc,
+                  std::int64_t rlo, std::int64_t rhi, std::int64_t c0, std::int64_t c1);
+  // A copy of the evaluator for another thread, built at `at` (size bytes, aligned to 64), and
+  // its end.
+  std::size_t size;
+  void* (*clone_at)(void const* ev, void* at);
+  void (*destroy)(void* ev);
+};
+
+// The evaluator one task of a reduction reads: the source's own where one thread runs the whole
+// reduction, else a copy of it (row starts write into an evaluator), on the stack when it fits.
+class task_evaluator {
+ public:
+  template <class Src>
+  task_evaluator(Src const& src, bool copy) : ev_(src.ev) {
+    if (!copy) return;
+    void* at = src.size <= sizeof(local_) ? static_cast<void*>(local_) : heap(src.size);
+    ev_ = src.clone_at(src.ev, at);
+    destroy_ = src.destroy;
+  }
+  task_evaluator(task_evaluator const&) = delete;
+  task_evaluator& operator=(task_evaluator const&) = delete;
+  ~task_evaluator() {
+    if (destroy_) destroy_(ev_);
+    if (heap_) ::operator delete(heap_, std::align_val_t(64));
+  }
+  void* get() const { return ev_; }
+
+ private:
+  void* heap(std::size_t n) { return heap_ = ::operator new(n, std::align_val_t(64)); }
+
+  alignas(64) std::byte local_[512];
+  void* ev_;
+  void (*destroy_)(void*) = nullptr;
+  void* heap_ = nullptr;
+};
+
+template <class Ev>
+void* clone_evaluator_at(void const* ev, void* at) {
+  static_assert(alignof(Ev) <= 64);
+  return ::new (at) Ev(*static_cast<Ev const*>(ev));
+}
+template <class Ev>
+void destroy_evaluator(void* ev) {
+  static_cast<Ev*>(ev)->~Ev();
+}
 
 }  // namespace zenith::detail::red

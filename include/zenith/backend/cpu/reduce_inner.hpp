@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "evaluator.hpp"
@@ -18,7 +19,8 @@ namespace zenith::detail::red {
 // (one per batch of each 4-batch step) beside the scalar state. Pieces whose length is a
 // multiple of 4 batches (all but a block's last) leave nothing to the one-batch and scalar
 // tails, so a block pushed in such pieces adds exactly what it adds in one piece.
-template <class Op, class K, class A, bool Simd>
+template <class Op, class K, class A,
+          bool Batches = !std::is_same_v<A, bool> && simd_type_v<A> && !K::indexed>
 struct block_acc {
   typename K::state s = K::init();
   typename K::state result() const { return s; }
@@ -148,34 +150,57 @@ typename K::state block_a(Ev& ev, geometry const& g, std::int64_t* idx, std::int
       s = K::merge(s, {lv[l], li[l] < A(0) ? std::int64_t(-1) : std::int64_t(li[l]) + lo});
     return s;
   } else {
-    block_acc<Op, K, A, Simd> acc;
+    block_acc<Op, K, A> acc;
     accumulate_a<Op, K, Simd, Unit>(acc, ev, g, idx, lo, hi, g.simd);
     return acc.result();
   }
 }
 
-template <class Op, class K, bool Simd, bool Unit, class Ev>
-typename K::state tree_a(Ev& ev, geometry const& g, std::int64_t* idx, std::int64_t lo,
-                         std::int64_t hi) {
-  if (hi - lo == 1)
-    return block_a<Op, K, Simd, Unit>(ev, g, idx, lo * block_elems,
-                                      std::min(g.count, (lo + 1) * block_elems));
-  std::int64_t mid = lo + (hi - lo) / 2;
-  auto a = tree_a<Op, K, Simd, Unit>(ev, g, idx, lo, mid);
-  auto b = tree_a<Op, K, Simd, Unit>(ev, g, idx, mid, hi);
-  return K::merge(a, b);
+// block_a behind reduce_source's pointer.
+template <class Op, bool Simd, bool Unit, class Ev>
+typename kernel_for<Op, typename Ev::compute_type>::state block_a_of(void* ev, geometry const& g,
+                                                                     std::int64_t* idx,
+                                                                     std::int64_t lo,
+                                                                     std::int64_t hi) {
+  using K = kernel_for<Op, typename Ev::compute_type>;
+  return block_a<Op, K, Simd, Unit>(*static_cast<Ev*>(ev), g, idx, lo, hi);
 }
 
-template <class Op, bool Simd, bool Unit, class T, class Ev>
-void run_a(Ev const& ev0, geometry const& g, T* out) {
-  using A = typename Ev::compute_type;
+// Case A's outputs [lo, hi), each a single block, behind reduce_source's pointer.
+template <class Op, bool Simd, bool Unit, class Ev>
+void outputs_a_of(void* ev, geometry const& g, std::int64_t lo, std::int64_t hi,
+                  typename kernel_for<Op, typename Ev::compute_type>::state* s) {
+  using K = kernel_for<Op, typename Ev::compute_type>;
+  std::array<std::int64_t, max_rank> idx{};
+  for (std::int64_t o = lo; o < hi; ++o) {
+    unflatten(o, g, 0, g.nk1, idx.data());
+    s[o - lo] = block_a<Op, K, Simd, Unit>(*static_cast<Ev*>(ev), g, idx.data(), 0, g.count);
+  }
+}
+
+// The pairwise tree over blocks [lo, hi) of one output.
+template <class Op, class A>
+typename kernel_for<Op, A>::state tree_a(reduce_source<Op, A> const& src, void* ev,
+                                         geometry const& g, std::int64_t* idx, std::int64_t lo,
+                                         std::int64_t hi) {
+  if (hi - lo == 1)
+    return src.block_a(ev, g, idx, lo * block_elems, std::min(g.count, (lo + 1) * block_elems));
+  std::int64_t mid = lo + (hi - lo) / 2;
+  auto a = tree_a(src, ev, g, idx, lo, mid);
+  auto b = tree_a(src, ev, g, idx, mid, hi);
+  return kernel_for<Op, A>::merge(a, b);
+}
+
+// Case A's loops: outputs in parallel, or for few outputs the subtrees of each output's tree.
+template <class Op, class T, class A>
+void run_a(reduce_source<Op, A> const& src, geometry const& g, T* out) {
   using K = kernel_for<Op, A>;
   std::int64_t nout = g.k1, nb = ceil_div(g.count, block_elems);
-  auto one = [&](Ev& ev, std::int64_t o) {
+  auto one = [&](void* ev, std::int64_t o) {
     std::array<std::int64_t, max_rank> idx{};
     unflatten(o, g, 0, g.nk1, idx.data());
     std::int64_t off = out_offset(g, idx.data(), 0, g.nk1);
-    auto s = tree_a<Op, K, Simd, Unit>(ev, g, idx.data(), 0, nb);
+    auto s = tree_a(src, ev, g, idx.data(), 0, nb);
     out[off] = T(Op::finalize(s, std::size_t(g.count)));
   };
   std::size_t threads = threads_for(nout * g.count);
@@ -183,12 +208,27 @@ void run_a(Ev const& ev0, geometry const& g, T* out) {
     std::int64_t nchunks = std::min<std::int64_t>(nout, std::int64_t(threads) * 4);
     std::int64_t per = ceil_div(nout, nchunks);
     nchunks = ceil_div(nout, per);
+    bool const parallel = threads > 1 && nchunks > 1;
     auto body = [&](std::size_t c) {
-      Ev ev = ev0;
+      task_evaluator ev(src, parallel);
       std::int64_t lo = std::int64_t(c) * per, hi = std::min(nout, lo + per);
-      for (std::int64_t o = lo; o < hi; ++o) one(ev, o);
+      if (nb > 1) {
+        for (std::int64_t o = lo; o < hi; ++o) one(ev.get(), o);
+        return;
+      }
+      constexpr std::int64_t run = 64;
+      typename K::state s[run];
+      std::array<std::int64_t, max_rank> idx{};
+      for (std::int64_t o = lo; o < hi; o += run) {
+        std::int64_t m = std::min(run, hi - o);
+        src.outputs_a(ev.get(), g, o, o + m, s);
+        for (std::int64_t k = 0; k < m; ++k) {
+          unflatten(o + k, g, 0, g.nk1, idx.data());
+          out[out_offset(g, idx.data(), 0, g.nk1)] = T(Op::finalize(s[k], std::size_t(g.count)));
+        }
+      }
     };
-    if (threads == 1 || nchunks == 1)
+    if (!parallel)
       for (std::int64_t c = 0; c < nchunks; ++c) body(std::size_t(c));
     else
       thread_pool::instance().parallel_for(std::size_t(nchunks), body);
@@ -203,9 +243,9 @@ void run_a(Ev const& ev0, geometry const& g, T* out) {
     std::array<std::int64_t, max_rank> idx0{};
     unflatten(o, g, 0, g.nk1, idx0.data());
     thread_pool::instance().parallel_for(tasks.size(), [&](std::size_t t) {
-      Ev ev = ev0;
+      task_evaluator ev(src, true);
       auto idx = idx0;
-      res[t] = tree_a<Op, K, Simd, Unit>(ev, g, idx.data(), tasks[t][0], tasks[t][1]);
+      res[t] = tree_a(src, ev.get(), g, idx.data(), tasks[t][0], tasks[t][1]);
     });
     std::size_t k = 0;
     auto& s = combine_tasks(0, nb, depth, res.data(), k,

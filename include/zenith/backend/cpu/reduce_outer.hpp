@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "evaluator.hpp"
@@ -17,29 +18,23 @@ namespace zenith::detail::red {
 // Whether case B's rows are short (one kept dim of fewer than W elements) and follow each other
 // in memory in every leaf, so that block_fold applies.
 template <class Ev>
-bool fold_ok(Ev ev, geometry const& g, std::size_t W) {
+bool fold_ok(Ev& ev, geometry const& g, std::size_t W) {
   if (g.nk2 != 1 || g.nr == 0 || g.dims[g.n - 1] >= std::int64_t(W)) return false;
   bool ok = true;
   ev.for_each_leaf([&](auto& leaf) { ok = ok && leaf.stride[g.n - 2] == g.dims[g.n - 1]; });
   return ok;
 }
 
-// One work item: the outputs at K1 index q and K2 flat range [c0, c1).
+// A block of case B on one expression: what reduce_source's block_b runs.
 template <class Op, class K, bool Simd, bool Unit, class Ev>
-struct item_b {
+struct block_b {
   using A = typename Ev::compute_type;
   using rows = typename K::rows;
   Ev& ev;
   geometry const& g;
-  std::array<std::int64_t, max_rank> idx{};
+  std::int64_t* idx;  // K1 indices set; the reduced ones are this block's to set
   std::int64_t c0, c1;
-  std::size_t w;
   std::size_t d2;  // first K2 dim
-
-  item_b(Ev& e, geometry const& geo, std::int64_t q, std::int64_t lo, std::int64_t hi)
-      : ev(e), g(geo), c0(lo), c1(hi), w(std::size_t(hi - lo)), d2(geo.nk1 + geo.nr) {
-    unflatten(q, g, 0, g.nk1, idx.data());
-  }
 
   // Folds elements [j, je) of the current row (reduced row r) into acc[base + j ...].
   void segment(rows& acc, std::int64_t r, std::int64_t j, std::int64_t je, std::int64_t base) {
@@ -88,19 +83,19 @@ struct item_b {
 
   // Accumulates reduced rows [rlo, rhi) into acc (reset first).
   void block(rows& acc, std::int64_t rlo, std::int64_t rhi) {
-    acc.reset(w);
-    unflatten(rlo, g, g.nk1, d2, idx.data());
+    acc.reset(std::size_t(c1 - c0));
+    unflatten(rlo, g, g.nk1, d2, idx);
     for (std::int64_t r = rlo; r < rhi; ++r) {
       if (g.nk2 == 1) {  // the kept elements are one row segment
-        ev.start_row(idx.data(), g.n);
+        ev.start_row(idx, g.n);
         segment(acc, r, c0, c1, -c0);
       } else {
-        walk(g, d2, g.n, idx.data(), c0, c1, [&](std::int64_t j, std::int64_t je, std::int64_t rp) {
-          ev.start_row(idx.data(), g.n);
+        walk(g, d2, g.n, idx, c0, c1, [&](std::int64_t j, std::int64_t je, std::int64_t rp) {
+          ev.start_row(idx, g.n);
           segment(acc, r, j, je, rp - c0);  // acc index of element j is rp - c0 + j
         });
       }
-      increment(g, g.nk1, d2, idx.data());
+      increment(g, g.nk1, d2, idx);
     }
   }
 
@@ -115,13 +110,13 @@ struct item_b {
     std::int64_t P = L2 / std::gcd(L2, W);
     std::array<B, B::size> accs;
     accs.fill(B(Op::template identity<A>()));
-    acc.reset(w);
+    acc.reset(std::size_t(c1 - c0));
     A* a = acc.v.data();
     std::size_t dr = d2 - 1;  // the innermost reduced dim
     for (std::int64_t r = rlo; r < rhi;) {
-      unflatten(r, g, g.nk1, d2, idx.data());
+      unflatten(r, g, g.nk1, d2, idx);
       std::int64_t m = std::min(rhi - r, g.dims[dr] - idx[dr]);
-      ev.start_row(idx.data(), g.n);
+      ev.start_row(idx, g.n);
       std::int64_t len = m * L2, j = 0, t = 0;
       for (; j + W <= len; j += W) {
         accs[std::size_t(t)] =
@@ -140,22 +135,54 @@ struct item_b {
       }
     }
   }
+};
+
+// block_b behind reduce_source's pointer: folded when the loop set g.fold (only a unit-stride
+// plain reduction with SIMD does).
+template <class Op, bool Simd, bool Unit, class Ev>
+void block_b_of(void* ev, geometry const& g, std::int64_t* idx,
+                typename kernel_for<Op, typename Ev::compute_type>::rows& acc, std::int64_t rlo,
+                std::int64_t rhi, std::int64_t c0, std::int64_t c1) {
+  using K = kernel_for<Op, typename Ev::compute_type>;
+  block_b<Op, K, Simd, Unit, Ev> b{*static_cast<Ev*>(ev), g, idx, c0, c1, g.nk1 + g.nr};
+  if constexpr (Simd && Unit && !K::indexed) {
+    if (g.fold) return b.block_fold(acc, rlo, rhi);
+  }
+  b.block(acc, rlo, rhi);
+}
+
+// One work item: the outputs at K1 index q and K2 flat range [c0, c1).
+template <class Op, class A>
+struct item_b {
+  using K = kernel_for<Op, A>;
+  using rows = typename K::rows;
+  static constexpr bool batches = !std::is_same_v<A, bool> && simd_type_v<A>;
+  reduce_source<Op, A> const& src;
+  void* ev;
+  geometry const& g;
+  std::array<std::int64_t, max_rank> idx{};
+  std::int64_t c0, c1;
+  std::size_t w;
+  std::size_t d2;  // first K2 dim
+
+  item_b(reduce_source<Op, A> const& s, void* e, geometry const& geo, std::int64_t q,
+         std::int64_t lo, std::int64_t hi)
+      : src(s), ev(e), g(geo), c0(lo), c1(hi), w(std::size_t(hi - lo)), d2(geo.nk1 + geo.nr) {
+    unflatten(q, g, 0, g.nk1, idx.data());
+  }
 
   // The pairwise tree over blocks [lo, hi) into acc; scratch holds one row set per level.
   void tree(rows& acc, std::int64_t lo, std::int64_t hi, std::vector<rows>& scratch,
             std::size_t level) {
     if (hi - lo == 1) {
       std::int64_t rb = g.rows_per_block;
-      if constexpr (Simd && !K::indexed) {
-        if (g.fold) return block_fold(acc, lo * rb, std::min(g.count, (lo + 1) * rb));
-      }
-      block(acc, lo * rb, std::min(g.count, (lo + 1) * rb));
+      src.block_b(ev, g, idx.data(), acc, lo * rb, std::min(g.count, (lo + 1) * rb), c0, c1);
       return;
     }
     std::int64_t mid = lo + (hi - lo) / 2;
     tree(acc, lo, mid, scratch, level + 1);
     tree(scratch[level], mid, hi, scratch, level + 1);
-    K::template merge_rows<Simd>(acc, scratch[level], w, g.simd);
+    K::template merge_rows<batches>(acc, scratch[level], w, g.simd);
   }
 
   static std::vector<rows> make_scratch(std::int64_t nblocks, std::size_t w) {
@@ -176,16 +203,15 @@ struct item_b {
   }
 };
 
-template <class Op, bool Simd, bool Unit, class T, class Ev>
-void run_b(Ev const& ev0, geometry const& g0, T* out) {
-  using A = typename Ev::compute_type;
+// Case B's loops: work items (a K1 index and a chunk of K2) in parallel, or for few items the
+// subtrees of each item's tree.
+template <class Op, class T, class A>
+void run_b(reduce_source<Op, A> const& src, geometry const& g0, T* out) {
   using K = kernel_for<Op, A>;
-  using item = item_b<Op, K, Simd, Unit, Ev>;
+  using item = item_b<Op, A>;
   using rows = typename K::rows;
   geometry g = g0;
   g.rows_per_block = std::max(block_rows, block_b_elems / std::min(g.k2, chunk_cols));
-  if constexpr (Simd && Unit && !K::indexed)
-    g.fold = g.simd && fold_ok(ev0, g, xsimd::batch<A>::size);
   std::int64_t nchunks = ceil_div(g.k2, chunk_cols);
   std::int64_t items = g.k1 * nchunks;
   std::int64_t nb = ceil_div(g.count, g.rows_per_block);
@@ -199,20 +225,21 @@ void run_b(Ev const& ev0, geometry const& g0, T* out) {
     std::int64_t nparts = std::min<std::int64_t>(items, std::int64_t(threads) * 4);
     std::int64_t per = ceil_div(items, nparts);
     nparts = ceil_div(items, per);
+    bool const parallel = threads > 1 && nparts > 1;
     auto body = [&](std::size_t p) {
-      Ev ev = ev0;
+      task_evaluator ev(src, parallel);
       std::size_t wmax = std::size_t(std::min(g.k2, chunk_cols));
       rows acc(wmax);
       auto scratch = item::make_scratch(nb, wmax);
       std::int64_t lo = std::int64_t(p) * per, hi = std::min(items, lo + per);
       for (std::int64_t it = lo; it < hi; ++it) {
         auto [q, c0, c1] = range(it);
-        item x(ev, g, q, c0, c1);
+        item x(src, ev.get(), g, q, c0, c1);
         x.tree(acc, 0, nb, scratch, 0);
         x.write(acc, out);
       }
     };
-    if (threads == 1 || nparts == 1)
+    if (!parallel)
       for (std::int64_t p = 0; p < nparts; ++p) body(std::size_t(p));
     else
       thread_pool::instance().parallel_for(std::size_t(nparts), body);
@@ -228,17 +255,16 @@ void run_b(Ev const& ev0, geometry const& g0, T* out) {
     std::vector<rows> res(tasks.size(), rows(w));
     // The bindings are copied into the lambda: clang before 16 cannot capture them.
     thread_pool::instance().parallel_for(tasks.size(), [&, q = q, c0 = c0, c1 = c1](std::size_t t) {
-      Ev ev = ev0;
-      item x(ev, g, q, c0, c1);
+      task_evaluator ev(src, true);
+      item x(src, ev.get(), g, q, c0, c1);
       auto scratch = item::make_scratch(tasks[t][1] - tasks[t][0], w);
       x.tree(res[t], tasks[t][0], tasks[t][1], scratch, 0);
     });
     std::size_t k = 0;
     auto& acc = combine_tasks(0, nb, depth, res.data(), k, [&](rows& a, rows const& b) {
-      K::template merge_rows<Simd>(a, b, w, g.simd);
+      K::template merge_rows<item::batches>(a, b, w, g.simd);
     });
-    Ev ev = ev0;
-    item(ev, g, q, c0, c1).write(acc, out);
+    item(src, src.ev, g, q, c0, c1).write(acc, out);
   }
 }
 
