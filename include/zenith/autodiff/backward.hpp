@@ -5,10 +5,11 @@
 // cotangent reaching a leaf is one expression for the whole path to it, and it fuses into one
 // pass when the sink evaluates it. Only reductions that really reduce, and barriers, evaluate.
 //
-// Every elementwise op takes its rule from its tag (expr/ops.hpp, partial<I>); reductions, views,
-// matmul, softmax, layer_norm and concatenate have theirs here. An expression type with no rule
-// here fails to compile with a message naming it: a derivative that cannot be taken is an error,
-// never zeros.
+// Every elementwise op takes its rule from its tag (expr/ops.hpp, partial<I>); reductions and
+// views have theirs here, and each barrier op (matmul, conv2d, softmax, layer_norm, concatenate)
+// its own header in autodiff/rules/, with its forward and IR rules. An expression type with no
+// rule fails to compile with a message naming it: a derivative that cannot be taken is an
+// error, never zeros.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -17,21 +18,11 @@
 #include <utility>
 #include <vector>
 
-#include "../backend/cpu/concat.hpp"
-#include "../backend/cpu/conv.hpp"
 #include "../backend/cpu/evaluate.hpp"
-#include "../backend/cpu/layer_norm.hpp"
-#include "../backend/cpu/matmul.hpp"
-#include "../backend/cpu/softmax.hpp"
 #include "../core/apply.hpp"
-#include "../expr/concat.hpp"
-#include "../expr/conv.hpp"
 #include "../expr/elementwise.hpp"
-#include "../expr/layer_norm.hpp"
-#include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"
-#include "../expr/softmax.hpp"
 #include "../expr/views.hpp"
 #include "adjoint_nodes.hpp"
 #include "memoize.hpp"
@@ -309,70 +300,6 @@ struct reverse<reduce_node<ops::reduce_logsumexp, C>> {
   }
 };
 
-// softmax / log_softmax along an axis, from the forward output y:
-//   softmax:     dx = y * (ct - sum(ct * y))     log_softmax: dx = ct - exp(y) * sum(ct)
-template <class Op, class E>
-struct reverse<softmax_node<Op, E>> {
-  using T = value_t<softmax_node<Op, E>>;
-  template <class G, class Sink>
-  static void run(softmax_node<Op, E> const& e, G const& ct, Sink& sink,
-                  array<T> const* value = nullptr) {
-    if constexpr (detail::differentiable_v<E>) {
-      array<T> y = value ? *value : zenith::detail::evaluate_unrecorded<T>(e, Op::name);
-      auto g = share(zenith::detail::convert<T>(ct));
-      if constexpr (Op::log)
-        backward(e.input(), zenith::detail::convert<value_t<E>>(g - exp(y) * sum(g, e.axis, true)),
-                 sink);
-      else
-        backward(e.input(), zenith::detail::convert<value_t<E>>(y * (g - sum(g * y, e.axis, true))),
-                 sink);
-    }
-  }
-};
-
-// layer_norm along an axis, from the forward output y (expr/layer_norm.hpp):
-//   dx = rstd * (ct - mean(ct) - y * mean(ct * y))
-template <class E>
-struct reverse<layer_norm_node<E>> {
-  using T = value_t<layer_norm_node<E>>;
-  template <class G, class Sink>
-  static void run(layer_norm_node<E> const& e, G const& ct, Sink& sink,
-                  array<T> const* value = nullptr) {
-    if constexpr (detail::differentiable_v<E>) {
-      array<T> y =
-          value ? *value : zenith::detail::evaluate_unrecorded<T>(e, ops::layer_norm::name);
-      auto g = share(zenith::detail::convert<T>(ct));
-      backward(e.input(),
-               zenith::detail::convert<value_t<E>>(zenith::detail::normalization_adjoint(e, y, g)),
-               sink);
-    }
-  }
-};
-
-// concatenate / stack: each part takes its slice of the cotangent (stack: without the new axis).
-template <class Op, class Parts>
-struct reverse<concat_node<Op, Parts>> {
-  template <class G, class Sink>
-  static void run(concat_node<Op, Parts> const& e, G const& ct, Sink& sink) {
-    auto g = share(ct);
-    int axis = int(e.axis);
-    std::int64_t at = 0;
-    e.for_each_part([&](auto const& part, std::size_t) {
-      using P = std::remove_cvref_t<decltype(part)>;
-      zenith::shape s = part.shape();
-      std::int64_t len = Op::new_axis ? 1 : std::int64_t(s[e.axis]);
-      if constexpr (detail::differentiable_v<P>) {
-        auto piece = slice(g, axis, at, at + len);
-        if constexpr (Op::new_axis)
-          backward(part, zenith::detail::convert<value_t<P>>(reshape(piece, s)), sink);
-        else
-          backward(part, zenith::detail::convert<value_t<P>>(piece), sink);
-      }
-      at += len;
-    });
-  }
-};
-
 // The reverse pass's own nodes, so that a backward pass can itself be differentiated: sum_to
 // and fold_to broadcast back, pad slices, shared passes through.
 template <class C>
@@ -460,77 +387,6 @@ struct reverse<reshape_node<C>> {
   template <class G, class Sink>
   static void run(reshape_node<C> const& e, G const& ct, Sink& sink) {
     backward(e.child, reshape(ct, e.child.shape()), sink);
-  }
-};
-
-// matmul, as numpy.matmul: with both operands seen as stacks of matrices (a vector operand as a
-// 1 x k row or a k x 1 column), dA = ct B^T and dB = A^T ct per batch, summed over the batch
-// dimensions the operand was broadcast along. When B has no batch dimensions, A's batches are
-// stacked into rows and dB is one GEMM: A^T ct over every row at once. Each gradient has one
-// expression type whatever the ranks, so the rest of the graph is compiled once.
-template <class A, class B>
-struct reverse<matmul_node<A, B>> {
-  template <class G, class Sink>
-  static void run(matmul_node<A, B> const& e, G const& ct, Sink& sink) {
-    auto const& a = e.lhs();
-    auto const& b = e.rhs();
-    auto const& d = e.dims;
-    auto with = [](zenith::shape s, std::size_t r, std::size_t c) {
-      s.push_back(r);
-      s.push_back(c);
-      return s;
-    };
-    auto swap_last = [](std::size_t rank) {
-      std::vector<int> perm(rank);
-      for (std::size_t i = 0; i < rank; ++i) perm[i] = int(i);
-      std::swap(perm[rank - 2], perm[rank - 1]);
-      return perm;
-    };
-    zenith::shape a_full = with(d.a_batch, d.m, d.k), b_full = with(d.b_batch, d.k, d.n);
-    auto g = share_operand(ct);
-    if constexpr (detail::differentiable_v<A>) {
-      auto bt = transpose(reshape(b, b_full), swap_last(b_full.size()));
-      auto da = matmul(reshape(g, with(d.batch, d.m, d.n)), bt);
-      backward(a, zenith::detail::convert<value_t<A>>(fold_to_node(da, a_full, a.shape())), sink);
-    }
-    if constexpr (detail::differentiable_v<B>) {
-      bool stacked = d.b_batch.empty();
-      std::size_t rows = stacked ? d.batch.numel() * d.m : d.m;
-      zenith::shape as = stacked ? zenith::shape{rows, d.k} : a_full;
-      zenith::shape gs = stacked ? zenith::shape{rows, d.n} : with(d.batch, d.m, d.n);
-      auto db = matmul(transpose(reshape(a, as), swap_last(as.size())), reshape(g, gs));
-      backward(b, zenith::detail::convert<value_t<B>>(fold_to_node(db, b_full, b.shape())), sink);
-    }
-  }
-};
-
-// conv2d: each of the three parts is linear in both operands, and its adjoints are the other
-// parts (expr/conv.hpp), so a gradient of a convolution is convolutions again, to any order.
-//   output      y = conv(x, w):      dx = input_grad(g, w),   dw = filter_grad(x, g)
-//   input_grad  y = T_x(h, w):       dh = output(g, w),       dw = filter_grad(g, h)
-//   filter_grad y = T_w(x, h):       dx = input_grad(h, g),   dh = output(x, g)
-template <conv2d_part Part, class A, class B>
-struct reverse<conv2d_node<Part, A, B>> {
-  template <class G, class Sink>
-  static void run(conv2d_node<Part, A, B> const& e, G const& ct, Sink& sink) {
-    auto const& a = e.lhs();
-    auto const& b = e.rhs();
-    auto const& geo = e.geometry;
-    auto g = share_operand(ct);
-    constexpr auto output = conv2d_part::output, input_grad = conv2d_part::input_grad,
-                   filter_grad = conv2d_part::filter_grad;
-    auto to_a = [&](auto const& d) { backward(a, zenith::detail::convert<value_t<A>>(d), sink); };
-    auto to_b = [&](auto const& d) { backward(b, zenith::detail::convert<value_t<B>>(d), sink); };
-    if constexpr (Part == output) {
-      if constexpr (detail::differentiable_v<A>) to_a(make_conv2d<input_grad>(g, b, geo));
-      if constexpr (detail::differentiable_v<B>) to_b(make_conv2d<filter_grad>(a, g, geo));
-    } else if constexpr (Part == input_grad) {
-      if constexpr (detail::differentiable_v<A>) to_a(make_conv2d<output>(g, b, geo));
-      if constexpr (detail::differentiable_v<B>) to_b(make_conv2d<filter_grad>(g, a, geo));
-    } else {
-      if constexpr (detail::differentiable_v<A>) to_a(make_conv2d<input_grad>(b, g, geo));
-      if constexpr (detail::differentiable_v<B>) to_b(make_conv2d<output>(a, g, geo));
-    }
   }
 };
 

@@ -3,7 +3,8 @@
 // e's shape) given the tangents of the arrays it reads, built down the type as the reverse pass
 // is (autodiff/backward.hpp) and evaluated in one fused pass. Elementwise ops take their rule from
 // the same partial<I> on their tags: the tangent is the sum of partial_I * tangent(child_I).
-// An array with no tangent (not traced by jvp) contributes zero.
+// The barrier ops' rules are in autodiff/rules/, beside their reverse ones. An array with no
+// tangent (not traced by jvp) contributes zero.
 //
 // Runtime code (materialized intermediates) is handled eagerly: under jvp each materialization
 // computes its tangent at once (autodiff/tape.hpp), so forward mode needs no tape.
@@ -201,92 +202,6 @@ struct forward<reshape_node<C>> {
   static auto run(reshape_node<C> const& e, tangents const& ts) {
     auto t = tangent_of(e.child, ts);
     return reshape_node<decltype(t)>(t, e.shape());
-  }
-};
-
-// matmul: dA B + A dB.
-template <class A, class B>
-struct forward<matmul_node<A, B>> {
-  static auto run(matmul_node<A, B> const& e, tangents const& ts) {
-    using T = value_t<matmul_node<A, B>>;
-    auto const& a = e.lhs();
-    auto const& b = e.rhs();
-    if constexpr (detail::differentiable_v<A> && detail::differentiable_v<B>)
-      return zenith::detail::convert<T>(matmul(tangent_of(a, ts), b) +
-                                        matmul(a, tangent_of(b, ts)));
-    else if constexpr (detail::differentiable_v<A>)
-      return zenith::detail::convert<T>(matmul(tangent_of(a, ts), b));
-    else
-      return zenith::detail::convert<T>(matmul(a, tangent_of(b, ts)));
-  }
-};
-
-// conv2d (any of its parts): bilinear, as matmul.
-template <conv2d_part Part, class A, class B>
-struct forward<conv2d_node<Part, A, B>> {
-  static auto run(conv2d_node<Part, A, B> const& e, tangents const& ts) {
-    using T = value_t<conv2d_node<Part, A, B>>;
-    auto const& a = e.lhs();
-    auto const& b = e.rhs();
-    auto const& g = e.geometry;
-    if constexpr (detail::differentiable_v<A> && detail::differentiable_v<B>)
-      return zenith::detail::convert<T>(make_conv2d<Part>(tangent_of(a, ts), b, g) +
-                                        make_conv2d<Part>(a, tangent_of(b, ts), g));
-    else if constexpr (detail::differentiable_v<A>)
-      return zenith::detail::convert<T>(make_conv2d<Part>(tangent_of(a, ts), b, g));
-    else
-      return zenith::detail::convert<T>(make_conv2d<Part>(a, tangent_of(b, ts), g));
-  }
-};
-
-// softmax: dy = y * (t - sum(t * y)); log_softmax: dy = t - sum(exp(y) * t), from the forward y.
-template <class Op, class E>
-struct forward<softmax_node<Op, E>> {
-  using T = value_t<softmax_node<Op, E>>;
-  static auto run(softmax_node<Op, E> const& e, tangents const& ts,
-                  array<T> const* value = nullptr) {
-    array<T> y = value ? *value : zenith::detail::evaluate_unrecorded<T>(e, Op::name);
-    auto t = share(zenith::detail::convert<T>(tangent_of(e.input(), ts)));
-    if constexpr (Op::log)
-      return t - sum(exp(y) * t, e.axis, true);
-    else
-      return y * (t - sum(t * y, e.axis, true));
-  }
-};
-
-// layer_norm: dy = rstd * (t - mean(t) - y * mean(t * y)), from the forward y: the same map as
-// its reverse rule (expr/layer_norm.hpp).
-template <class E>
-struct forward<layer_norm_node<E>> {
-  using T = value_t<layer_norm_node<E>>;
-  static auto run(layer_norm_node<E> const& e, tangents const& ts,
-                  array<T> const* value = nullptr) {
-    array<T> y = value ? *value : zenith::detail::evaluate_unrecorded<T>(e, ops::layer_norm::name);
-    auto t = share(zenith::detail::convert<T>(tangent_of(e.input(), ts)));
-    return zenith::detail::normalization_adjoint(e, y, t);
-  }
-};
-
-// concatenate / stack: the parts' tangents, concatenated the same way.
-template <class Op, class E>
-struct forward<concat_node<Op, std::vector<E>>> {
-  static auto run(concat_node<Op, std::vector<E>> const& e, tangents const& ts) {
-    using TE = decltype(tangent_of(std::declval<E const&>(), ts));
-    std::vector<TE> parts;
-    parts.reserve(e.parts.size());
-    for (auto const& p : e.parts) parts.push_back(tangent_of(p, ts));
-    return concat_node<Op, std::vector<TE>>(std::move(parts), int(e.axis));
-  }
-};
-template <class Op, class... Es>
-struct forward<concat_node<Op, std::tuple<Es...>>> {
-  static auto run(concat_node<Op, std::tuple<Es...>> const& e, tangents const& ts) {
-    return zenith::detail::apply(
-        [&](auto const&... p) {
-          using Parts = std::tuple<decltype(tangent_of(p, ts))...>;
-          return concat_node<Op, Parts>(Parts(tangent_of(p, ts)...), int(e.axis));
-        },
-        e.parts);
   }
 };
 

@@ -6,8 +6,8 @@
 // walks g's equations in order and, for each one with an operand that has a tangent, appends
 // the equations of its output's tangent. The rules are autodiff/ir_vjp.hpp's, read the other
 // way: an elementwise op's tangent is the sum of t_I * partial<I> over its operands, from the
-// op tag (expr/ops.hpp); linear ops (broadcasts, views, reductions by sum, concatenation) apply
-// themselves to the tangent; dot_general is bilinear; softmax and log_softmax use their output.
+// op tag (expr/ops.hpp); linear ops (broadcasts, views, reductions by sum) apply themselves to
+// the tangent; the barrier ops' rules are their rule structs' (autodiff/rules/).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,13 +20,6 @@ namespace zenith::ir {
 
 namespace detail {
 
-// The same equation applied to other operands (a linear op on a tangent).
-template <class = void>
-value_id again(vjp_builder& b, equation const& e, std::vector<value_id> in) {
-  value const& y = b.g().at(e.output);
-  return b.g().add_equation(e.op, std::move(in), y.dtype, y.shape, e.attrs);
-}
-
 // The tangent of equation e's output from its operands' tangents ts (nullopt: zero); nullopt
 // when no tangent flows.
 template <class = void>
@@ -36,12 +29,8 @@ std::optional<value_id> equation_jvp(vjp_builder& b, equation const& e,
   std::string_view op = e.op;
   value const y = g.at(e.output);
   zenith::shape in0 = g.at(e.inputs[0]).shape;
-  // Zero tangents of a linear op's other operands, materialized where an op needs them all.
-  auto zero_like = [&](value_id v) {
-    zenith::shape s = g.at(v).shape;  // first: appending moves the values
-    return b.broadcast(g.add_literal(g.at(v).dtype, 0), s);
-  };
-  auto or_zero = [&](std::size_t k) { return ts[k] ? *ts[k] : zero_like(e.inputs[k]); };
+  std::optional<value_id> barrier;
+  if (with_barrier_rule(op, [&](auto rule) { barrier = rule.jvp(b, e, ts); })) return barrier;
   if (op == "convert_element_type") {
     return convert(g, *ts[0], y.dtype);
   } else if (op == "broadcast_in_dim" || op == "reshape" || op == "squeeze" || op == "transpose" ||
@@ -49,10 +38,6 @@ std::optional<value_id> equation_jvp(vjp_builder& b, equation const& e,
     return again(b, e, {*ts[0]});
   } else if (op == "pad") {
     return again(b, e, {*ts[0], g.add_literal(y.dtype, 0)});
-  } else if (op == "concatenate") {
-    std::vector<value_id> parts;
-    for (std::size_t k = 0; k < ts.size(); ++k) parts.push_back(or_zero(k));
-    return again(b, e, parts);
   } else if (op == "reduce_max" || op == "reduce_min") {
     // The tangent at the extreme elements, ties averaged (the rule reverse mode uses).
     std::uint32_t axes = mask_of(ints(e, "axes"));
@@ -65,37 +50,9 @@ std::optional<value_id> equation_jvp(vjp_builder& b, equation const& e,
     std::uint32_t axes = mask_of(ints(e, "axes"));
     value_id p = b.eq("exp", {b.binary("sub", e.inputs[0], unreduce(b, e.output, in0, axes))}, in0);
     return b.sum(b.binary("mul", *ts[0], p), axes, false);
-  } else if (op == "dot_general") {  // bilinear: ta b + a tb
-    std::optional<value_id> sum;
-    if (ts[0]) sum = again(b, e, {*ts[0], e.inputs[1]});
-    if (ts[1]) {
-      value_id c = again(b, e, {e.inputs[0], *ts[1]});
-      sum = sum ? b.binary("add", *sum, c) : c;
-    }
-    return sum;
-  } else if (op == "softmax" || op == "log_softmax") {
-    std::uint32_t axis = 1u << e.attrs.get<std::int64_t>("axis");
-    if (op == "softmax") {  // y * (t - sum(t * y))
-      value_id s = b.broadcast(b.sum(b.binary("mul", *ts[0], e.output), axis, true), y.shape);
-      return b.binary("mul", e.output, b.binary("sub", *ts[0], s));
-    }
-    // t - sum(exp(y) * t)
-    value_id p = b.eq("exp", {e.output}, y.shape);
-    value_id s = b.broadcast(b.sum(b.binary("mul", *ts[0], p), axis, true), y.shape);
-    return b.binary("sub", *ts[0], s);
   } else if (op == "reduce_prod") {
     value_id p = b.binary("mul", *ts[0], prod_partial(b, e));
     return b.sum(p, mask_of(ints(e, "axes")), false);
-  } else if (op == "layer_norm") {
-    return layer_norm_linear(b, e, *ts[0]);
-  } else if (op.starts_with("conv2d")) {  // each part is bilinear
-    std::optional<value_id> r;
-    if (ts[0]) r = again(b, e, {*ts[0], e.inputs[1]});
-    if (ts[1]) {
-      value_id t = again(b, e, {e.inputs[0], *ts[1]});
-      r = r ? b.binary("add", *r, t) : t;
-    }
-    return r;
   } else if (op == "argmax" || op == "argmin") {
     return std::nullopt;
   }

@@ -25,6 +25,7 @@
 #include "ir_tape.hpp"
 #include "memoize.hpp"
 #include "node_ir.hpp"
+#include "rules.hpp"
 
 namespace zenith::autodiff {
 

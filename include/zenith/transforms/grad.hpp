@@ -23,6 +23,7 @@
 #include "../autodiff/backward.hpp"
 #include "../autodiff/fused_value.hpp"
 #include "../autodiff/ir_tape_run.hpp"
+#include "../autodiff/rules.hpp"
 #include "../autodiff/tape.hpp"
 #include "../core/apply.hpp"
 #include "../core/creation.hpp"

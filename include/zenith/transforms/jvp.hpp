@@ -17,6 +17,7 @@
 
 #include "../autodiff/forward.hpp"
 #include "../autodiff/ir_tape_run.hpp"
+#include "../autodiff/rules.hpp"
 #include "../autodiff/tape.hpp"
 #include "../core/apply.hpp"
 #include "../core/trace.hpp"
