@@ -115,6 +115,28 @@ struct source_builder {
   std::vector<std::string_view> scalars;  // their device types
 };
 
+// The text of a leaf read (registered in b) and of an op applied to its operands' texts: the
+// string work of device_expr below, compiled once rather than per plan node type.
+inline std::string leaf_text(source_builder& b, source_builder::leaf const& l) {
+  std::size_t k = b.leaves.size();
+  b.leaves.push_back(l);
+  return leaf_marker(k);
+}
+inline std::string literal_text(source_builder& b, std::string_view type) {
+  std::size_t k = b.scalars.size();
+  b.scalars.push_back(type);
+  return "s" + std::to_string(k);
+}
+inline std::string op_text(std::string_view cuda, std::string_view compute, std::string const* args,
+                           std::size_t n) {
+  std::string out(cuda);
+  // Operand texts are complete (no placeholders left in them), so replacing one placeholder
+  // after another never substitutes into an operand already put in.
+  replace_all(out, "{T}", compute);
+  for (std::size_t i = 0; i < n; ++i) replace_all(out, "{" + std::to_string(i) + "}", args[i]);
+  return out;
+}
+
 // For each plan node kind: text(b), its device expression (registering what it reads in b), and
 // for_each_scalar(p, f), f on each literal's value in the order text() numbered them (the
 // kernel's arguments, backend/cuda/kernel_args.hpp).
@@ -124,10 +146,8 @@ struct device_expr;
 template <class T>
 struct device_expr<device_leaf<T>> {
   static std::string text(source_builder& b) {
-    std::size_t k = b.leaves.size();
-    b.leaves.push_back({device_type<T>(), device_type<compute_t<T>>(), std::is_same_v<T, float16>,
-                        storage_float<T>, sizeof(T)});
-    return leaf_marker(k);
+    return leaf_text(b, {device_type<T>(), device_type<compute_t<T>>(), std::is_same_v<T, float16>,
+                         storage_float<T>, sizeof(T)});
   }
   template <class F>
   static void for_each_scalar(device_leaf<T> const&, F&&) {}
@@ -136,9 +156,7 @@ struct device_expr<device_leaf<T>> {
 template <class T>
 struct device_expr<device_literal<T>> {
   static std::string text(source_builder& b) {
-    std::size_t k = b.scalars.size();
-    b.scalars.push_back(device_type<compute_t<T>>());
-    return "s" + std::to_string(k);
+    return literal_text(b, device_type<compute_t<T>>());
   }
   template <class F>
   static void for_each_scalar(device_literal<T> const& p, F&& f) {
@@ -149,15 +167,9 @@ struct device_expr<device_literal<T>> {
 template <class Op, class... Es>
 struct device_expr<device_map<Op, Es...>> {
   static std::string text(source_builder& b) {
-    std::string out(Op::cuda);
     std::string args[] = {device_expr<Es>::text(b)...};  // in operand order
-    // Operand texts are complete (no placeholders left in them), so replacing one placeholder
-    // after another never substitutes into an operand already put in.
     using C = typename device_map<Op, Es...>::compute_type;
-    replace_all(out, "{T}", device_type<C>());
-    for (std::size_t i = 0; i < sizeof...(Es); ++i)
-      replace_all(out, "{" + std::to_string(i) + "}", args[i]);
-    return out;
+    return op_text(Op::cuda, device_type<C>(), args, sizeof...(Es));
   }
   template <class F>
   static void for_each_scalar(device_map<Op, Es...> const& p, F&& f) {

@@ -213,37 +213,47 @@ void launch_reduction(kernel_runner const& runner, device d, kernel_source const
 
 }  // namespace detail
 
+namespace detail {
+
+// A reduction by Op of a child of shape s (whose device plan's operands are o, its kernel
+// kernel(wide)) over the axes in mask, into a new array of shape out_shape on d. Per (Op, T, A),
+// not per expression.
+template <class Op, element T, class A>
+array<T> reduce_on_device(device d, zenith::shape const& s, zenith::shape const& out_shape,
+                          std::uint32_t axes, std::int64_t count, device_operands const& o,
+                          kernel_source const& (*kernel)(bool wide)) {
+  kernel_runner const& runner = runner_for(d);
+  if (count == 0) {  // as the CPU: the identity, or an error where there is none
+    if constexpr (!Op::has_identity)
+      throw value_error(std::string(Op::name) + ": zero-size reduction of shape " + s.str() +
+                        " has no identity");
+    else
+      return full<T>(out_shape, T(Op::finalize(Op::template identity<A>(), 0)), d);
+  }
+  auto out = array<T>::empty(out_shape, d);
+  // 32-bit indices only where the threads' strides past the last element fit too (a step is
+  // at most a block per split).
+  bool wide =
+      needs_index64(s, o) || std::int64_t(s.numel()) > std::numeric_limits<std::int32_t>::max() -
+                                                           reduction_split_blocks * reduction_block;
+  launch_reduction<Op, T, A>(runner, d, kernel(wide), wide, out, s, axes, count, o);
+  return out;
+}
+
+}  // namespace detail
+
 // out (T) = e on device d, e lowered (lower.hpp): one elementwise kernel, or a reduction along
 // axes with its elementwise child fused in.
 template <element T, expression E>
 array<T> run_on_device(device d, E const& e) {
   using D = std::remove_cvref_t<E>;
   if constexpr (detail::reduction_on_device<D>::value) {
-    kernel_runner const& runner = detail::runner_for(d);
     using Op = typename D::op_type;
-    zenith::shape s = e.child.shape();
-    if (e.count() == 0) {  // as the CPU: the identity, or an error where there is none
-      if constexpr (!Op::has_identity) {
-        throw value_error(std::string(Op::name) + ": zero-size reduction of shape " + s.str() +
-                          " has no identity");
-      } else {
-        using A = compute_t<value_t<typename D::child_type>>;
-        return full<T>(e.shape(), T(Op::finalize(Op::template identity<A>(), 0)), d);
-      }
-    }
-    auto out = array<T>::empty(e.shape(), d);
     auto p = make_device_plan(e.child, d);
     using P = decltype(p);
-    device_operands o = operands_of(p);
-    // 32-bit indices only where the threads' strides past the last element fit too (a step is
-    // at most a block per split).
-    bool wide = detail::needs_index64(s, o) ||
-                std::int64_t(s.numel()) > std::numeric_limits<std::int32_t>::max() -
-                                              reduction_split_blocks * reduction_block;
-    kernel_source const& k = detail::reduction_kernel_for<Op, T, P>(wide);
-    detail::launch_reduction<Op, T, typename P::compute_type>(runner, d, k, wide, out, s, e.axes,
-                                                              std::int64_t(e.count()), o);
-    return out;
+    return detail::reduce_on_device<Op, T, typename P::compute_type>(
+        d, e.child.shape(), e.shape(), e.axes, std::int64_t(e.count()), operands_of(p),
+        &detail::reduction_kernel_for<Op, T, P>);
   } else {
     auto out = array<T>::empty(e.shape(), d);
     detail::launch_elementwise(d, out.data(), out.shape(), e);
