@@ -777,3 +777,28 @@ TEST_CASE("the reduction op catalogue is complete", "[reduce]") {
   [&]<class... Ops>(zn::type_list<Ops...>) { (check((Ops*)nullptr), ...); }(zn::reduction_ops{});
   CHECK(n == 8);
 }
+
+TEST_CASE("a reduction over many arrays runs on several threads as on one", "[reduce]") {
+  // Six leaves: the evaluator each thread copies is larger than the copy's stack buffer.
+  std::size_t threads = zn::get_num_threads();
+  struct restore {
+    std::size_t n;
+    ~restore() { zn::set_num_threads(n); }
+  } guard{threads};
+  std::vector<zn::array<float>> x;
+  for (unsigned k = 0; k < 6; ++k) x.push_back(random_array<float>({7, 100003}, 131 + k));
+  auto expr = [&] { return x[0] * x[1] + x[2] * x[3] - x[4] * x[5]; };
+  zn::set_num_threads(2);
+  zn::array<float> rows = zn::sum(expr(), 1), all = zn::sum(expr());
+  zn::set_num_threads(1);
+  zn::array<float> rows1 = zn::sum(expr(), 1), all1 = zn::sum(expr());
+  CHECK(bitwise_equal(rows, rows1));
+  CHECK(bitwise_equal(all, all1));
+  for (std::size_t i = 0; i < 7; ++i) {
+    double ref = 0;
+    for (std::size_t j = 0; j < 100003; ++j)
+      ref += double(x[0](i, j)) * x[1](i, j) + double(x[2](i, j)) * x[3](i, j) -
+             double(x[4](i, j)) * x[5](i, j);
+    CHECK(std::abs(rows(i) - ref) < 1e-3 * (1 + std::abs(ref)));
+  }
+}

@@ -220,7 +220,7 @@ struct reduce_source {
   typename K::state (*block_a)(void* ev, geometry const& g, std::int64_t* idx, std::int64_t lo,
                                std::int64_t hi);
   // Case A with one block per output: the states of outputs [lo, hi) into s (a call per run of
-  // outputs rather than per output: rows of a thousand elements take about 80 ns each).
+  // outputs rather than per output, whose row may be only a few elements).
   void (*outputs_a)(void* ev, geometry const& g, std::int64_t lo, std::int64_t hi,
                     typename K::state* s);
   // Case B: accumulates reduced rows [rlo, rhi) of the kept elements [c0, c1) (K2 flat) at the K1
@@ -241,7 +241,11 @@ class task_evaluator {
   template <class Src>
   task_evaluator(Src const& src, bool copy) : ev_(src.ev) {
     if (!copy) return;
-    void* at = src.size <= sizeof(local_) ? static_cast<void*>(local_) : heap(src.size);
+    void* at = local_;
+    if (src.size > sizeof(local_)) {
+      heap_.reset(::operator new(src.size, std::align_val_t(64)));
+      at = heap_.get();
+    }
     ev_ = src.clone_at(src.ev, at);
     destroy_ = src.destroy;
   }
@@ -249,17 +253,18 @@ class task_evaluator {
   task_evaluator& operator=(task_evaluator const&) = delete;
   ~task_evaluator() {
     if (destroy_) destroy_(ev_);
-    if (heap_) ::operator delete(heap_, std::align_val_t(64));
   }
   void* get() const { return ev_; }
 
  private:
-  void* heap(std::size_t n) { return heap_ = ::operator new(n, std::align_val_t(64)); }
+  struct aligned_delete {
+    void operator()(void* p) const { ::operator delete(p, std::align_val_t(64)); }
+  };
 
   alignas(64) std::byte local_[512];
   void* ev_;
   void (*destroy_)(void*) = nullptr;
-  void* heap_ = nullptr;
+  std::unique_ptr<void, aligned_delete> heap_;  // released after the copy in it is destroyed
 };
 
 template <class Ev>
