@@ -114,6 +114,20 @@ value_id again(vjp_builder& b, equation const& e, std::vector<value_id> in) {
   return b.g().add_equation(e.op, std::move(in), y.dtype, y.shape, e.attrs);
 }
 
+// The tangent of a bilinear equation (dot_general, each conv2d part): e(ta, b) + e(a, tb), the
+// terms of operands without a tangent left out.
+template <class = void>
+std::optional<value_id> bilinear_jvp(vjp_builder& b, equation const& e,
+                                     std::vector<std::optional<value_id>> const& ts) {
+  std::optional<value_id> sum;
+  if (ts[0]) sum = again(b, e, {*ts[0], e.inputs[1]});
+  if (ts[1]) {
+    value_id c = again(b, e, {e.inputs[0], *ts[1]});
+    sum = sum ? b.binary("add", *sum, c) : c;
+  }
+  return sum;
+}
+
 // A zero of v's shape and dtype: the tangent of an operand that has none, where a rule needs
 // them all.
 template <class = void>

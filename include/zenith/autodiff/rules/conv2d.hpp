@@ -107,13 +107,7 @@ struct conv2d_rule {
   template <class B>
   static std::optional<value_id> jvp(B& b, equation const& e,
                                      std::vector<std::optional<value_id>> const& ts) {
-    std::optional<value_id> r;
-    if (ts[0]) r = again(b, e, {*ts[0], e.inputs[1]});
-    if (ts[1]) {
-      value_id t = again(b, e, {e.inputs[0], *ts[1]});
-      r = r ? b.binary("add", *r, t) : t;
-    }
-    return r;
+    return bilinear_jvp(b, e, ts);
   }
 };
 

@@ -131,13 +131,7 @@ struct dot_general_rule {
   template <class B>
   static std::optional<value_id> jvp(B& b, equation const& e,
                                      std::vector<std::optional<value_id>> const& ts) {
-    std::optional<value_id> sum;
-    if (ts[0]) sum = again(b, e, {*ts[0], e.inputs[1]});
-    if (ts[1]) {
-      value_id c = again(b, e, {e.inputs[0], *ts[1]});
-      sum = sum ? b.binary("add", *sum, c) : c;
-    }
-    return sum;
+    return bilinear_jvp(b, e, ts);
   }
 };
 
