@@ -47,8 +47,7 @@ void cache_latency(int reps) {
   zn::array<float> a = zn::ones<float>({1024}), b = a, c = a;
   auto e = a * zn::sin(b) + zn::exp(-c * c);
   auto plan = cu::make_device_plan(e, zn::cpu);
-  cu::kernel_source k =
-      cu::elementwise_kernel<float, decltype(plan)>({cu::layout::vectorized, false, 0});
+  cu::kernel_source k = cu::elementwise_kernel<float>(plan, {cu::layout::vectorized, false, 0});
   auto root =
       std::filesystem::temp_directory_path() / ("zenith_bench_cuda_" + std::to_string(::getpid()));
   std::printf("## Kernel cache latency (%s, %zu bytes of source)\n\n", k.name.c_str(),

@@ -44,6 +44,50 @@ TEST_CASE("expressions over device arrays run as generated kernels", "[cuda][nvr
   check_close(y2, zn::array<float>(y.to(zn::cpu)), 0);
 }
 
+namespace {
+// The kernel that e's plan gives for an output like out: what its launch must have run.
+template <class T, class E>
+std::string kernel_of(zn::array<T> const& out, E const& e) {
+  auto plan = cu::make_device_plan(e, gpu0);
+  return cu::elementwise_kernel<T>(plan, cu::choose_variant(out.data(), out.shape(), plan.operands))
+      .name;
+}
+}  // namespace
+
+TEST_CASE("each launch runs its own expression's kernel, from a cache keyed by the plan's text",
+          "[cuda][nvrtc][device]") {
+  emulated_gpu emulated;
+  auto a = values<float>({8, 16}, -2, 2), b = values<float>({8, 16}, 0.5, 3);
+  auto da = a.to(gpu0), db = b.to(gpu0);
+  auto dd = values<double>({8, 16}, 0.5, 3).to(gpu0);
+  std::vector<std::string> ran, want;
+  auto run = [&](auto const& e) {
+    using T = zn::value_t<std::remove_cvref_t<decltype(e)>>;
+    zn::array<T> out = e;
+    ran.push_back(host_runner::launches.back());
+    want.push_back(kernel_of(out, e));
+  };
+  // Plans of one shape that differ in an op, a leaf's type, a view or the output type; and
+  // ones that differ only in a literal's value or the arrays read, which share a kernel.
+  run(da + db);
+  run(da * db);
+  run(da * dd);
+  run(zn::transpose(da) * zn::transpose(db));
+  run(zn::cast<zn::float16>(da * db));
+  run(da * 2.f);
+  run(da * 3.f);
+  run(db * 2.f);
+  run(da + db);
+  CHECK(ran == want);
+  CHECK(ran[0] != ran[1]);
+  CHECK(ran[1] != ran[2]);
+  CHECK(ran[1] != ran[3]);
+  CHECK(ran[1] != ran[4]);
+  CHECK(ran[5] == ran[6]);
+  CHECK(ran[5] == ran[7]);
+  CHECK(ran[8] == ran[0]);
+}
+
 TEST_CASE("reductions of device expressions run as generated kernels", "[cuda][nvrtc][device]") {
   emulated_gpu emulated;
   auto x = values<float>({5, 6, 70}, -1, 1), y = values<float>({6, 70}, -1, 1);

@@ -137,26 +137,25 @@ bool agree(double a, double b, double tol) {
 template <class E>
 emulated_case make_case(std::string what, E e) {
   using T = zn::value_t<E>;
-  using Plan = decltype(cu::make_device_plan(e, zn::cpu));
   emulated_case c;
   c.what = what;
   zn::array<T> probe = zn::array<T>::empty(e.shape());
   auto plan = cu::make_device_plan(e, zn::cpu);
-  cu::kernel_variant picked = cu::choose_variant(probe.data(), probe.shape(), plan);
+  cu::kernel_variant picked = cu::choose_variant(probe.data(), probe.shape(), plan.operands);
   cu::kernel_variant strided{cu::layout::strided, picked.index64, 0};
-  c.kernels = {cu::elementwise_kernel<T, Plan>(picked), cu::elementwise_kernel<T, Plan>(strided)};
+  c.kernels = {cu::elementwise_kernel<T>(plan, picked), cu::elementwise_kernel<T>(plan, strided)};
   c.run = [e, what, picked, strided](auto launch) {
     zn::array<T> want = zn::eval(e);
     for (bool force_strided : {false, true}) {
       zn::array<T> got = zn::zeros<T>(e.shape());
       auto plan = cu::make_device_plan(e, zn::cpu);
       cu::kernel_variant v = force_strided ? strided : picked;
-      CHECK(cu::choose_variant(got.data(), got.shape(), plan).kind == picked.kind);
-      cu::kernel_args args = cu::launch_args(v, got.data(), got.shape(), plan);
+      CHECK(cu::choose_variant(got.data(), got.shape(), plan.operands).kind == picked.kind);
+      cu::kernel_args args = cu::launch_args(v, got.data(), got.shape(), plan.operands);
       INFO(what << (force_strided
                         ? ", strided"
                         : ", as planned (layout " + std::to_string(int(picked.kind)) + ")"));
-      launch(cu::elementwise_kernel<T, Plan>(v), args);
+      launch(cu::elementwise_kernel<T>(plan, v), args);
       for (std::size_t i = 0; i < want.size(); ++i) {
         double a = double(got.data()[i]), b = double(want.data()[i]);
         INFO("element " << i << ": emulated " << a << ", CPU " << b);
@@ -303,12 +302,12 @@ template <class R>
 emulated_case make_reduction_case(std::string what, R r) {
   using Op = typename R::op_type;
   using T = zn::value_t<R>;
-  using Plan = decltype(cu::make_device_plan(r.child, zn::cpu));
-  using A = typename Plan::compute_type;
+  using A = zn::compute_t<zn::value_t<decltype(r.child)>>;  // the accumulator
   emulated_case c;
   c.what = what;
-  c.kernels = {cu::reduction_kernel<Op, T, Plan>(false), cu::reduction_kernel<Op, T, Plan>(true),
-               cu::reduction_finish_kernel<Op, T, A>()};
+  auto const plan = cu::make_device_plan(r.child, zn::cpu);
+  c.kernels = {cu::reduction_kernel<Op, T, A>(plan, false),
+               cu::reduction_kernel<Op, T, A>(plan, true), cu::reduction_finish_kernel<Op, T, A>()};
   c.run = [r, what](auto launch) {
     zn::array<T> want = zn::eval(r);
     auto const nout = std::int64_t(want.size()), count = std::int64_t(r.count());
@@ -319,9 +318,9 @@ emulated_case make_reduction_case(std::string what, R r) {
         auto plan = cu::make_device_plan(r.child, zn::cpu);
         std::vector<std::int64_t> part(
             (std::size_t(nout * splits) * cu::reduction_state_bytes<Op, A>() + 7) / 8, -1);
-        cu::kernel_args args = cu::reduction_args(wide, got.data(), r.child.shape(), r.axes, plan,
-                                                  splits, part.data());
-        launch(cu::reduction_kernel<Op, T, Plan>(wide), args);
+        cu::kernel_args args = cu::reduction_args(wide, got.data(), r.child.shape(), r.axes,
+                                                  plan.operands, splits, part.data());
+        launch(cu::reduction_kernel<Op, T, A>(plan, wide), args);
         if (splits > 1) {
           cu::kernel_args fin =
               cu::reduction_finish_args(nout, count, splits, got.data(), part.data());

@@ -44,9 +44,9 @@ template <class E>
 void generate(E const& e, std::string const& what, kernel_set& ks,
               std::initializer_list<cu::kernel_variant> variants) {
   using T = zn::value_t<E>;
-  using Plan = decltype(cu::make_device_plan(e, zn::cpu));
+  auto const plan = cu::make_device_plan(e, zn::cpu);
   for (auto const& v : variants) {
-    cu::kernel_source k = cu::elementwise_kernel<T, Plan>(v);
+    cu::kernel_source k = cu::elementwise_kernel<T>(plan, v);
     ks.try_emplace(k.name, what + ", " + describe(v), k.text);
   }
 }
@@ -194,14 +194,14 @@ TEST_CASE("every layout and index width compiles, on mixed element types", "[cud
 TEST_CASE("a kernel compiles alone, named by a hash of its source", "[cuda][nvrtc]") {
   zn::array<float> a({2, 3}, {1, 2, 3, 4, 5, 6}), b({3}, {1, 2, 3});
   auto e = a * zn::sin(b) + zn::exp(-a * a);
-  using Plan = decltype(cu::make_device_plan(e, zn::cpu));
-  cu::kernel_source k = cu::elementwise_kernel<float, Plan>({cu::layout::vectorized});
+  auto const plan = cu::make_device_plan(e, zn::cpu);
+  cu::kernel_source k = cu::elementwise_kernel<float>(plan, {cu::layout::vectorized});
   CHECK(k.name.rfind("zn_ew_", 0) == 0);
   CHECK(k.name.size() == 6 + 16);
   CHECK(k.text.find("extern \"C\" __global__ void " + k.name + "(") != std::string::npos);
   // The same types and variant give the same source; another variant, another name.
-  CHECK(cu::elementwise_kernel<float, Plan>({cu::layout::vectorized}).text == k.text);
-  CHECK(cu::elementwise_kernel<float, Plan>({cu::layout::strided}).name != k.name);
+  CHECK(cu::elementwise_kernel<float>(plan, {cu::layout::vectorized}).text == k.text);
+  CHECK(cu::elementwise_kernel<float>(plan, {cu::layout::strided}).name != k.name);
   for (int arch : archs) {
     CHECK(cu::nvrtc_compile(k.text, k.name, arch).image.size() > 0);
     cu::compiled_kernel ptx = cu::nvrtc_compile(k.text, k.name, arch, cu::image_kind::ptx);
@@ -231,13 +231,14 @@ namespace {
 // The kernel of reduction r in both index widths, and the kernel finishing a split one.
 template <class R>
 void generate_reduction(R const& r, std::string const& what, kernel_set& ks) {
-  using Plan = decltype(cu::make_device_plan(r.child, zn::cpu));
+  using Op = typename R::op_type;
+  using A = zn::compute_t<zn::value_t<decltype(r.child)>>;  // the accumulator
+  auto const plan = cu::make_device_plan(r.child, zn::cpu);
   for (bool wide : {false, true}) {
-    cu::kernel_source k = cu::reduction_kernel<typename R::op_type, zn::value_t<R>, Plan>(wide);
+    cu::kernel_source k = cu::reduction_kernel<Op, zn::value_t<R>, A>(plan, wide);
     ks.try_emplace(k.name, what + (wide ? ", 64-bit index" : ", 32-bit index"), k.text);
   }
-  cu::kernel_source f = cu::reduction_finish_kernel<typename R::op_type, zn::value_t<R>,
-                                                    typename Plan::compute_type>();
+  cu::kernel_source f = cu::reduction_finish_kernel<Op, zn::value_t<R>, A>();
   ks.try_emplace(f.name, what + ", finishing a split reduction", f.text);
 }
 

@@ -18,7 +18,7 @@ void kernel_source() {
   auto e = a * zn::sin(b) + zn::exp(-a * a);
   namespace cb = zn::cuda_backend;
   auto plan = cb::make_device_plan(e, zn::cpu);  // for a launch: the arrays' device
-  auto k = cb::elementwise_kernel<float, decltype(plan)>({cb::layout::strided});
+  auto k = cb::elementwise_kernel<float>(plan, {cb::layout::strided});
   // k.text: extern "C" __global__ void zn_ew_...(zn_idx n, float* out, const float* in0, ...)
   auto cubin = cb::nvrtc_compile(k.text, k.name, 90);  // sm_90; needs no GPU
   CHECK(!cubin.image.empty());

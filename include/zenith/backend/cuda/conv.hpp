@@ -50,7 +50,7 @@ array<R> dense_on_device(device d, E const& e) {
   if constexpr (std::is_same_v<E, array<R>>)
     return e;
   else
-    return run_on_device<R>(d, e);
+    return evaluate_on_device<R>(d, e);
 }
 }  // namespace detail
 

@@ -1,146 +1,160 @@
 #pragma once
-// The device plan of a lowered expression (lower.hpp): what a generated kernel reads, with the
-// shape work done. Views and broadcasts are pushed down into the leaves' strides, so three kinds
-// of node remain, the input of the kernel printer (kernel_source.hpp) and of the argument packer
-// (kernel_args.hpp):
-//   device_leaf<T>         a strided read of an array: its base and one stride per axis (elements)
-//   device_literal<T>      a number, passed to the kernel as an argument
-//   device_map<Op, Ps...>  an elementwise op over its operands
+// The device plan of an expression: what a generated elementwise kernel reads and computes, as
+// data. Views and broadcasts are pushed down into the leaves' strides, and barriers were computed
+// first (lower.hpp builds plans), so three kinds of step remain, in postfix order:
+//   leaf      a strided read of an array: its base and one stride per axis (elements)
+//   literal   a number, passed to the kernel as an argument
+//   op        an elementwise op over the values of the steps before it (its `cuda` snippet)
 //
 //   auto p = zn::cuda_backend::make_device_plan(a * zn::sin(b) + 1.0f, zn::cuda(0));
-//   // device_map<add, device_map<mul, device_leaf<float>, device_map<sin, device_leaf<float>>>,
-//   //            device_literal<float>>
+//   // steps: leaf a, leaf b, op sin, op mul, literal 1, op add
 //
-// The plan's type depends only on the expression's type, and the kernel's text only on the
-// plan's type and the variant. This backend's own: the CPU evaluators do the same shape work for
-// xsimd loops, but a kernel needs none of their row and SIMD machinery.
+// A plan is data, not a type, so that one printer (kernel_source.hpp), one argument packer
+// (kernel_args.hpp) and one launcher (launch.hpp) serve every expression: an expression type
+// compiles only the walk that records its plan. The kernel's text depends on the plan's steps
+// and types (same_text), never on its bases, strides or literal values.
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
-#include <tuple>
+#include <string_view>
 #include <type_traits>
-#include <utility>
+#include <vector>
 
-#include "../../core/apply.hpp"
-#include "../../core/array.hpp"
-#include "../../core/error.hpp"
-#include "../../expr/node.hpp"
+#include "../../core/buffer.hpp"
+#include "../../core/dtype.hpp"
+#include "../../core/shape.hpp"
+#include "../../core/small_vector.hpp"
 #include "../../expr/views.hpp"
+#include "kernel_args.hpp"
 
 namespace zenith::cuda_backend {
 
-template <class T>
-struct device_leaf {
-  using value_type = T;
-  using compute_type = compute_t<T>;
-
-  T const* base = nullptr;
-  std::size_t rank = 0;
-  std::array<std::int64_t, max_rank> stride{};
-
-  device_leaf(T const* p, zenith::shape const& s)
-      : base(p), rank(s.size()), stride(leaf_strides(s)) {}
-  template <class F>
-  void for_each_leaf(F&& f) {
-    f(*this);
-  }
-  // Reads through m (a view or a broadcast of what the leaf read before).
-  void apply(affine_map const& m) {
-    base += map_strides(m, stride);
-    rank = m.out_rank;
-  }
-};
-
-template <class T>
-struct device_literal {
-  using value_type = T;
-  using compute_type = compute_t<T>;
-  compute_type value;
-  template <class F>
-  void for_each_leaf(F&&) {}
-};
-
-template <class Op, class... Ps>
-struct device_map {
-  using value_type = op_result_t<Op, typename Ps::value_type...>;
-  using compute_type = compute_t<value_type>;
-  std::tuple<Ps...> children;
-  template <class F>
-  void for_each_leaf(F&& f) {
-    zenith::detail::apply([&](auto&... c) { (c.for_each_leaf(f), ...); }, children);
-  }
-};
-
-// device_plan_for<E>: the plan type of a lowered expression type, and how to build one for a
-// kernel on device d.
-template <class E>
-struct device_plan_for {
-  static_assert(sizeof(E) == 0,
-                "zenith CUDA: a kernel reads a lowered expression (arrays, numbers, elementwise "
-                "ops and views; backend/cuda/lower.hpp)");
-};
-
-template <class E>
-using device_plan_t = typename device_plan_for<std::remove_cvref_t<E>>::type;
-
-template <class E>
-device_plan_t<E> make_device_plan(E const& e, device d) {
-  return device_plan_for<std::remove_cvref_t<E>>::build(e, d);
+// How an element type is stored on the device.
+template <element T>
+constexpr std::string_view device_type() {
+  if constexpr (std::is_same_v<T, bool>)
+    return "bool";
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return "int";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "long long";
+  else if constexpr (storage_float<T>)
+    return "unsigned short";
+  else if constexpr (std::is_same_v<T, float>)
+    return "float";
+  else
+    return "double";
 }
 
-namespace detail {
-[[noreturn]] inline void leaf_elsewhere(device d, device where, zenith::shape const& s) {
-  throw device_error("zenith: a kernel on " + d.str() + " reads an array of shape " + s.str() +
-                     " on " + where.str() + "; bring it to " + d.str() + " with .to(" + d.str() +
-                     ")");
-}
-}  // namespace detail
+// An element type as a kernel's text needs it.
+struct device_value_type {
+  std::string_view storage;  // device storage type
+  std::string_view compute;  // the type an expression computes it in
+  bool half = false;         // float16 (else, when storage is unsigned short, bfloat16)
+  bool bits16 = false;       // a 16-bit float: read through zn_f16 / zn_bf16
+  std::size_t size = 0;      // bytes per element
+};
 
 template <element T>
-struct device_plan_for<array<T>> {
-  using type = device_leaf<T>;
-  static type build(array<T> const& a, device d) {
-    if (a.storage() && a.storage()->where() != d)
-      detail::leaf_elsewhere(d, a.storage()->where(), a.shape());
-    return type(a.data(), a.shape());
-  }
-};
+constexpr device_value_type device_value_type_of() {
+  return {device_type<T>(), device_type<compute_t<T>>(), std::is_same_v<T, float16>,
+          storage_float<T>, sizeof(T)};
+}
 
-template <class T>
-struct device_plan_for<scalar_node<T>> {
-  using type = device_literal<T>;
-  static type build(scalar_node<T> const& e, device) { return type{compute_t<T>(e.value)}; }
-};
+struct device_plan {
+  enum class step_kind : std::uint8_t { leaf, literal, op };
+  struct step {
+    step_kind kind = step_kind::leaf;
+    std::uint8_t arity = 0;    // op: how many values it takes
+    std::string_view cuda;     // op: its snippet ({0}, {1}, ... the operands, {T} the type)
+    std::string_view compute;  // op: the type it computes in; literal: its type
+  };
 
-template <class Op, class... Cs>
-struct device_plan_for<map_node<Op, Cs...>> {
-  using type = device_map<Op, device_plan_t<Cs>...>;
-  static type build(map_node<Op, Cs...> const& e, device d) {
-    zenith::shape s = e.shape();
-    return zenith::detail::apply(
-        [&](auto const&... c) { return type{std::tuple<device_plan_t<Cs>...>{child(c, s, d)...}}; },
-        e.children);
+  zenith::detail::small_vector<step, 16> steps;                   // postfix
+  zenith::detail::small_vector<device_value_type, 8> leaf_types;  // per leaf, in step order
+  device_operands operands;                   // per leaf its base and strides; the literals
+  std::vector<std::shared_ptr<buffer>> kept;  // what leaves computed for the plan read
+
+  device_plan() = default;
+  device_plan(device_plan&&) = default;
+  device_plan& operator=(device_plan&&) = default;
+  // Out of line: every expression type's evaluation destroys a plan.
+  [[gnu::noinline]] ~device_plan() {}
+
+  std::size_t leaves() const { return leaf_types.size(); }
+  [[gnu::noinline]] void keep(std::shared_ptr<buffer> b) { kept.push_back(std::move(b)); }
+
+  // A read of a contiguous array of shape s at base. Out of line, as the others: each
+  // expression type's walk calls them, and inlined they would be most of its code.
+  [[gnu::noinline]] void add_leaf(void const* base, zenith::shape const& s,
+                                  device_value_type const& t) {
+    steps.push_back({step_kind::leaf, 0, {}, {}});
+    leaf_types.push_back(t);
+    operands.bases.push_back(base);
+    operands.strides.push_back(leaf_strides(s));
   }
-  // The child's plan, its leaves broadcast to the node's shape.
-  template <class C>
-  static device_plan_t<C> child(C const& c, zenith::shape const& s, device d) {
-    auto p = make_device_plan(c, d);
-    if (zenith::shape from = c.shape(); from != s) {
-      affine_map m = views::broadcast_to{s}.map(from);
-      p.for_each_leaf([&](auto& leaf) { leaf.apply(m); });
+  template <element T>
+  void add_leaf(T const* base, zenith::shape const& s) {
+    add_leaf(base, s, device_value_type_of<T>());
+  }
+  // A number of a type whose device name is `type`, as its bytes.
+  [[gnu::noinline]] void add_literal(void const* value, std::size_t bytes, std::string_view type) {
+    steps.push_back({step_kind::literal, 0, {}, type});
+    operands.scalars.push_bytes(value, bytes);
+  }
+  // A number, computed as T's compute type.
+  template <element T>
+  void add_literal(T value) {
+    compute_t<T> c(value);
+    add_literal(&c, sizeof c, device_type<compute_t<T>>());
+  }
+  [[gnu::noinline]] void add_op(std::string_view cuda, std::string_view compute,
+                                std::size_t arity) {
+    steps.push_back({step_kind::op, std::uint8_t(arity), cuda, compute});
+  }
+  // The leaves from `first` on read through m (a view, or a broadcast, of what they read).
+  [[gnu::noinline]] void apply(affine_map const& m, std::size_t first) {
+    for (std::size_t k = first; k < leaves(); ++k) {
+      std::int64_t off = map_strides(m, operands.strides[k]);
+      operands.bases[k] =
+          static_cast<char const*>(operands.bases[k]) + off * std::int64_t(leaf_types[k].size);
     }
-    return p;
   }
-};
+  // The leaves from `first` on, read for an operand of shape `from`, broadcast to shape `to`.
+  [[gnu::noinline]] void broadcast(zenith::shape const& from, zenith::shape const& to,
+                                   std::size_t first) {
+    if (from != to) apply(views::broadcast_to{to}.map(from), first);
+  }
 
-template <class V, class C>
-struct device_plan_for<view_node<V, C>> {
-  using type = device_plan_t<C>;
-  static type build(view_node<V, C> const& e, device d) {
-    auto p = make_device_plan(e.child, d);
-    affine_map m = e.view.map(e.child.shape());
-    p.for_each_leaf([&](auto& leaf) { leaf.apply(m); });
-    return p;
+  // Whether o's kernels have the same text: the same steps and types.
+  bool same_text(device_plan const& o) const {
+    if (steps.size() != o.steps.size() || leaves() != o.leaves()) return false;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      step const &a = steps[i], &b = o.steps[i];
+      if (a.kind != b.kind || a.arity != b.arity || a.cuda != b.cuda || a.compute != b.compute)
+        return false;
+    }
+    for (std::size_t k = 0; k < leaves(); ++k) {
+      device_value_type const &a = leaf_types[k], &b = o.leaf_types[k];
+      if (a.storage != b.storage || a.compute != b.compute || a.half != b.half) return false;
+    }
+    return true;
+  }
+  // A hash for a kernel cache that tells plans apart with same_text. Strings are hashed by
+  // address (their text is the op catalogue's and the type names', static), so that hashing
+  // costs a few operations per step: equal text at another address only costs a second entry.
+  std::uint64_t hash() const {
+    std::uint64_t h = 1469598103934665603ull;
+    auto mix = [&](std::uint64_t x) { h = (h ^ x) * 1099511628211ull; };
+    for (step const& s : steps) {
+      mix(std::uint64_t(s.kind) << 8 | s.arity);
+      mix(reinterpret_cast<std::uintptr_t>(s.cuda.data()) ^ s.cuda.size());
+      mix(reinterpret_cast<std::uintptr_t>(s.compute.data()));
+    }
+    for (device_value_type const& t : leaf_types)
+      mix(reinterpret_cast<std::uintptr_t>(t.storage.data()) ^ t.half);
+    return h;
   }
 };
 

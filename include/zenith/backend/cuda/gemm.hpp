@@ -104,7 +104,7 @@ gemm_operand<R> gemm_operand_of(device d, E const& e) {
   } else {
     if constexpr (is_transposed_array_v<E> && std::is_same_v<value_t<E>, R>)
       if (swaps_last_two(e.view, e.shape().size())) return {e.child, true};
-    return {run_on_device<R>(d, e), false};
+    return {evaluate_on_device<R>(d, e), false};
   }
 }
 
@@ -130,11 +130,11 @@ std::int64_t batch_stride(device d, gemm_operand<R>& o, zenith::shape const& own
     std::vector<int> perm(full.size());
     for (std::size_t k = 0; k < perm.size(); ++k) perm[k] = int(k);
     std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
-    o.data = run_on_device<R>(d, broadcast_to(transpose(stored, perm), full));
+    o.data = evaluate_on_device<R>(d, broadcast_to(transpose(stored, perm), full));
   } else {
     auto stored =
         array<R>::from_buffer(o.data.storage(), o.data.data(), with_matrix(own, rows, cols));
-    o.data = run_on_device<R>(d, broadcast_to(stored, full));
+    o.data = evaluate_on_device<R>(d, broadcast_to(stored, full));
   }
   o.trans = false;
   return matrix;

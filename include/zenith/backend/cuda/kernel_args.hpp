@@ -3,10 +3,11 @@
 // fits the arrays at hand, and the kernel's arguments, packed as cuLaunchKernel takes them
 // (an array of pointers, one per parameter).
 //
-//   auto p = zn::cuda_backend::make_device_plan(expr, out.device());   // device_plan.hpp
-//   auto launch = zn::cuda_backend::plan_elementwise(out.data(), out.shape(), p);
-//   auto src = zn::cuda_backend::elementwise_kernel<T, decltype(p)>(launch.variant);
-//   cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, launch.args.pointers().data(), nullptr);
+//   auto p = zn::cuda_backend::make_device_plan(expr, out.device());   // lower.hpp
+//   auto v = zn::cuda_backend::choose_variant(out.data(), out.shape(), p.operands);
+//   auto src = zn::cuda_backend::elementwise_kernel<T>(p, v);           // kernel_source.hpp
+//   auto args = zn::cuda_backend::launch_args(v, out.data(), out.shape(), p.operands);
+//   cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, args.pointers().data(), nullptr);
 //
 // The variant: vectorized when the output and every leaf are read at the flat index (or are one
 // broadcast element) and every such pointer is 16-byte aligned; contiguous when only the
@@ -21,9 +22,17 @@
 #include <vector>
 
 #include "../../core/shape.hpp"
-#include "kernel_source.hpp"
 
 namespace zenith::cuda_backend {
+
+// The variants of a generated elementwise kernel (kernel_source.hpp).
+enum class layout { contiguous, vectorized, strided };
+
+struct kernel_variant {
+  layout kind = layout::contiguous;
+  bool index64 = false;
+  std::uint32_t broadcast = 0;  // contiguous / vectorized: bit k when leaf k is one element
+};
 
 // Each argument's bytes at an address of its own, 16-byte aligned.
 class kernel_args {
@@ -88,38 +97,13 @@ class kernel_args {
   std::vector<std::vector<chunk>> args_;
 };
 
-struct elementwise_launch {
-  kernel_variant variant;
-  kernel_args args;
-  std::int64_t n = 0;  // elements
-};
-
-// What a generated kernel reads of a device plan: each leaf's base and strides, and each
-// literal's value as its argument (in the order kernel_source.hpp's text() numbered them).
-// Collected once per launch, so that choosing the variant and packing the arguments are compiled
-// once, not once per expression type.
+// What a generated kernel reads of a device plan (device_plan.hpp): each leaf's base and
+// strides, and each literal's value as its argument, in the plan's order.
 struct device_operands {
   std::vector<void const*> bases;
   std::vector<std::array<std::int64_t, max_rank>> strides;
   kernel_args scalars;
 };
-
-// A device plan (make_device_plan's result), as the templates below take.
-template <class P>
-concept leaf_walker = requires(P& e) {
-  e.for_each_leaf([](auto const&) {});
-};
-
-template <leaf_walker P>
-device_operands operands_of(P& p) {
-  device_operands o;
-  p.for_each_leaf([&](auto const& leaf) {
-    o.bases.push_back(leaf.base);
-    o.strides.push_back(leaf.stride);
-  });
-  detail::device_expr<P>::for_each_scalar(p, [&](auto x) { o.scalars.push(x); });
-  return o;
-}
 
 // The variant for out (contiguous, row-major, of shape s) = a plan of an expression of shape s,
 // so that its leaves' strides are in s's rank.
@@ -157,10 +141,6 @@ inline kernel_variant choose_variant(void const* out, zenith::shape const& s,
   v.broadcast = flat ? broadcast : 0;
   return v;
 }
-template <element T, leaf_walker P>
-kernel_variant choose_variant(T const* out, zenith::shape const& s, P& p) {
-  return choose_variant(out, s, operands_of(p));
-}
 
 // The operands every generated kernel takes after its counts and output: each leaf's base
 // pointer, then each literal's value (kernel_source.hpp's parameter order). Returns the number
@@ -169,10 +149,6 @@ inline std::size_t push_operands(kernel_args& a, device_operands const& o) {
   for (void const* b : o.bases) a.push(b);
   a.append(o.scalars);
   return o.bases.size();
-}
-template <leaf_walker P>
-std::size_t push_operands(kernel_args& a, P& p) {
-  return push_operands(a, operands_of(p));
 }
 
 // The arguments of variant v's kernel for out (as above) = the plan of o; with out_stride,
@@ -199,21 +175,6 @@ inline kernel_args launch_args(kernel_variant const& v, void* out, zenith::shape
     for (std::size_t d = 0; d < r; ++d) g[(k + 2) * max_rank + d] = s[d] <= 1 ? 0 : o.strides[k][d];
   a.push_geometry(v.index64, g, {int(r)});
   return a;
-}
-template <element T, leaf_walker P>
-kernel_args launch_args(kernel_variant const& v, T* out, zenith::shape const& s, P& p,
-                        std::array<std::int64_t, max_rank> const* out_stride = nullptr) {
-  return launch_args(v, static_cast<void*>(out), s, operands_of(p), out_stride);
-}
-
-template <element T, leaf_walker P>
-elementwise_launch plan_elementwise(T* out, zenith::shape const& s, P& p) {
-  elementwise_launch l;
-  device_operands o = operands_of(p);
-  l.variant = choose_variant(out, s, o);
-  l.args = launch_args(l.variant, out, s, o);
-  l.n = std::int64_t(s.numel());
-  return l;
 }
 
 }  // namespace zenith::cuda_backend

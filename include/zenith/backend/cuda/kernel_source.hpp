@@ -1,17 +1,17 @@
 #pragma once
-// CUDA C++ source for a fused elementwise loop, printed from the loop's device plan type
+// CUDA C++ source for a fused elementwise loop, printed from the loop's device plan
 // (device_plan.hpp): each op contributes its `cuda` snippet (expr/ops.hpp), each leaf a load,
 // each literal a parameter. The plan has done the shape work: views are in the leaves' strides,
 // barriers were computed first and are read as leaves (lower.hpp).
 //
 //   namespace cb = zn::cuda_backend;
 //   auto p = cb::make_device_plan(a * zn::sin(b) + 1.0f, zn::cuda(0));
-//   auto k = cb::elementwise_kernel<float, decltype(p)>({cb::layout::vectorized});
+//   auto k = cb::elementwise_kernel<float>(p, {cb::layout::vectorized});
 //   k.name;   // "zn_ew_" + a hash of the source
 //   k.text;   // extern "C" __global__ void zn_ew_...(n, out, in0, in1, s0)
 //
-// The source depends only on the plan's type and the variant, never on shapes or values.
-// Variants:
+// The source depends only on the plan's steps and types and the variant, never on shapes or
+// values. Variants (kernel_args.hpp):
 //   contiguous  out and every leaf are read at flat index i (or at 0: the leaves in
 //               `broadcast`, a scalar broadcast to the whole array), one element per thread;
 //   vectorized  the same with 16-byte loads and stores: each thread takes V = 16 / (widest
@@ -19,57 +19,32 @@
 //   strided     any strides: each index is split over the shape (a zn_geom parameter);
 // each with a 32-bit or a 64-bit index (index64).
 //
-// Kernel parameters, in order: zn_idx n, the output pointer, one `const T*` per leaf (in
-// for_each_leaf order), one value per literal (in the same depth-first order), and, for the
-// strided layout, zn_geom (dims, and strides in elements: row 0 the output's, row k + 1 leaf
-// k's). 16-bit floats travel as their bits (unsigned short) and compute in float, as on the CPU.
+// Kernel parameters, in order: zn_idx n, the output pointer, one `const T*` per leaf (in the
+// plan's order), one value per literal (likewise), and, for the strided layout, zn_geom (dims,
+// and strides in elements: row 0 the output's, row k + 1 leaf k's). 16-bit floats travel as their
+// bits (unsigned short) and compute in float, as on the CPU. Everything here is compiled once
+// per program: an expression's part is its plan, which is data.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "../../core/apply.hpp"
 #include "../../core/dtype.hpp"
 #include "../../core/shape.hpp"
 #include "device_plan.hpp"
+#include "kernel_args.hpp"
 
 namespace zenith::cuda_backend {
-
-enum class layout { contiguous, vectorized, strided };
-
-struct kernel_variant {
-  layout kind = layout::contiguous;
-  bool index64 = false;
-  std::uint32_t broadcast = 0;  // contiguous / vectorized: bit k when leaf k is one element
-};
 
 struct kernel_source {
   std::string name;                 // the kernel's extern "C" name: zn_ew_ and a source hash
   std::string text;                 // the whole source: prelude and kernel
   std::vector<std::string> params;  // the parameters' device types, in order
 };
-
-// How an element type is stored on the device.
-template <element T>
-constexpr std::string_view device_type() {
-  if constexpr (std::is_same_v<T, bool>)
-    return "bool";
-  else if constexpr (std::is_same_v<T, std::int32_t>)
-    return "int";
-  else if constexpr (std::is_same_v<T, std::int64_t>)
-    return "long long";
-  else if constexpr (storage_float<T>)
-    return "unsigned short";
-  else if constexpr (std::is_same_v<T, float>)
-    return "float";
-  else
-    return "double";
-}
 
 namespace detail {
 
@@ -104,29 +79,12 @@ inline std::string leaf_marker(std::size_t k) { return "\x01" + std::to_string(k
 
 // What the expression's text refers to, in parameter order.
 struct source_builder {
-  struct leaf {
-    std::string_view storage;  // device storage type
-    std::string_view compute;  // the type the expression computes it in
-    bool half = false;         // float16 (else, when storage is unsigned short, bfloat16)
-    bool bits16 = false;       // a 16-bit float: read through zn_f16 / zn_bf16
-    std::size_t size = 0;      // bytes per element
-  };
+  using leaf = device_value_type;
   std::vector<leaf> leaves;
   std::vector<std::string_view> scalars;  // their device types
 };
 
-// The text of a leaf read (registered in b) and of an op applied to its operands' texts: the
-// string work of device_expr below, compiled once rather than per plan node type.
-inline std::string leaf_text(source_builder& b, source_builder::leaf const& l) {
-  std::size_t k = b.leaves.size();
-  b.leaves.push_back(l);
-  return leaf_marker(k);
-}
-inline std::string literal_text(source_builder& b, std::string_view type) {
-  std::size_t k = b.scalars.size();
-  b.scalars.push_back(type);
-  return "s" + std::to_string(k);
-}
+// The text of an op applied to its operands' texts.
 inline std::string op_text(std::string_view cuda, std::string_view compute, std::string const* args,
                            std::size_t n) {
   std::string out(cuda);
@@ -137,46 +95,27 @@ inline std::string op_text(std::string_view cuda, std::string_view compute, std:
   return out;
 }
 
-// For each plan node kind: text(b), its device expression (registering what it reads in b), and
-// for_each_scalar(p, f), f on each literal's value in the order text() numbered them (the
-// kernel's arguments, backend/cuda/kernel_args.hpp).
-template <class P>
-struct device_expr;
-
-template <class T>
-struct device_expr<device_leaf<T>> {
-  static std::string text(source_builder& b) {
-    return leaf_text(b, {device_type<T>(), device_type<compute_t<T>>(), std::is_same_v<T, float16>,
-                         storage_float<T>, sizeof(T)});
+// The plan's expression as device source, its leaves and literals registered in b (in the
+// plan's order; a leaf's value is a marker each layout replaces by its own read).
+inline std::string plan_text(device_plan const& p, source_builder& b) {
+  std::vector<std::string> stack;
+  std::size_t leaf = 0;
+  for (device_plan::step const& s : p.steps) {
+    if (s.kind == device_plan::step_kind::leaf) {
+      b.leaves.push_back(p.leaf_types[leaf]);
+      stack.push_back(leaf_marker(leaf++));
+    } else if (s.kind == device_plan::step_kind::literal) {
+      stack.push_back("s" + std::to_string(b.scalars.size()));
+      b.scalars.push_back(s.compute);
+    } else {
+      std::size_t first = stack.size() - s.arity;
+      std::string text = op_text(s.cuda, s.compute, stack.data() + first, s.arity);
+      stack.resize(first);
+      stack.push_back(std::move(text));
+    }
   }
-  template <class F>
-  static void for_each_scalar(device_leaf<T> const&, F&&) {}
-};
-
-template <class T>
-struct device_expr<device_literal<T>> {
-  static std::string text(source_builder& b) {
-    return literal_text(b, device_type<compute_t<T>>());
-  }
-  template <class F>
-  static void for_each_scalar(device_literal<T> const& p, F&& f) {
-    f(p.value);
-  }
-};
-
-template <class Op, class... Es>
-struct device_expr<device_map<Op, Es...>> {
-  static std::string text(source_builder& b) {
-    std::string args[] = {device_expr<Es>::text(b)...};  // in operand order
-    using C = typename device_map<Op, Es...>::compute_type;
-    return op_text(Op::cuda, device_type<C>(), args, sizeof...(Es));
-  }
-  template <class F>
-  static void for_each_scalar(device_map<Op, Es...> const& p, F&& f) {
-    zenith::detail::apply([&](auto const&... c) { (device_expr<Es>::for_each_scalar(c, f), ...); },
-                          p.children);
-  }
-};
+  return stack.empty() ? std::string() : std::move(stack.back());
+}
 
 // Definitions every kernel may use: the index type, 16-bit float conversions (PTX cvt on the
 // device, so no header is needed; zn_host_* where the source is compiled for the host, as the
@@ -252,10 +191,15 @@ namespace detail {
 
 // What a kernel's text needs of its output's element type.
 struct output_type {
+  zenith::dtype dtype;                       // T, for the kernel cache
   std::string_view device;                   // device_type<T>()
   std::size_t size;                          // sizeof(T)
   std::string (*store)(std::string const&);  // store_from_compute<T>
 };
+template <element T>
+output_type output_type_of() {
+  return {dtype_of<T>(), device_type<T>(), sizeof(T), &store_from_compute<T>};
+}
 
 // The kernel's text for an expression already printed (expr, with b's leaves and literals): the
 // part that depends on no type, so that it is compiled once rather than per expression type.
@@ -351,13 +295,16 @@ inline kernel_source elementwise_kernel_text(kernel_variant const& v, output_typ
 
 }  // namespace detail
 
-// The kernel computing out = a plan of type P elementwise, for an output of element type T.
-template <element T, class P>
-kernel_source elementwise_kernel(kernel_variant const& v) {
+// The kernel computing out = plan p elementwise, for an output of type o (output_type_of<T>).
+inline kernel_source elementwise_kernel(device_plan const& p, detail::output_type const& o,
+                                        kernel_variant const& v) {
   detail::source_builder b;
-  std::string expr = detail::device_expr<P>::text(b);
-  return detail::elementwise_kernel_text(
-      v, {device_type<T>(), sizeof(T), &detail::store_from_compute<T>}, b, expr);
+  std::string expr = detail::plan_text(p, b);
+  return detail::elementwise_kernel_text(v, o, b, expr);
+}
+template <element T>
+kernel_source elementwise_kernel(device_plan const& p, kernel_variant const& v) {
+  return elementwise_kernel(p, detail::output_type_of<T>(), v);
 }
 
 }  // namespace zenith::cuda_backend

@@ -1,10 +1,12 @@
 #pragma once
-// Evaluating an expression on a CUDA device: its kernel generated from its device plan's type
-// (device_plan.hpp, kernel_source.hpp), its launch arguments packed (kernel_args.hpp), and the
-// kernel run by the installed kernel_runner. This header needs neither NVRTC nor the driver: the
-// runner that compiles with NVRTC and launches with cuLaunchKernel (backend/cuda/runner.hpp) is
-// installed where the build has NVRTC, and tests install one that runs the same source on the host
-// (tests/cuda/host_grid_shim.hpp), so the whole path is checked without a GPU.
+// Evaluating an expression on a CUDA device: its device plan recorded (lower.hpp,
+// device_plan.hpp), its kernel printed from the plan (kernel_source.hpp) and cached by the plan's
+// steps and types, its launch arguments packed (kernel_args.hpp), and the kernel run by the
+// installed kernel_runner. Only the walk that records the plan is compiled per expression type.
+// This header needs neither NVRTC nor the driver: the runner that compiles with NVRTC and launches
+// with cuLaunchKernel (backend/cuda/runner.hpp) is installed where the build has NVRTC, and tests
+// install one that runs the same source on the host (tests/cuda/host_grid_shim.hpp), so the whole
+// path is checked without a GPU.
 //
 // What runs on a device: elementwise expressions (arrays, numbers, elementwise ops and views) as
 // one kernel, reductions along axes of them (reduce_kernel.hpp: the expression fused in), and
@@ -15,10 +17,10 @@
 #include <array>
 #include <cstdint>
 #include <limits>
-#include <map>
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 
 #include "../../core/array.hpp"
@@ -59,56 +61,61 @@ inline kernel_runner const*& runner_slot() {
   return r;
 }
 
-// Expressions a generated elementwise kernel computes: nothing in them evaluates anything
-// before the kernel runs.
-template <class E>
-struct elementwise_on_device : std::false_type {};
-template <class T>
-struct elementwise_on_device<array<T>> : std::true_type {};
-template <class T>
-struct elementwise_on_device<scalar_node<T>> : std::true_type {};
-template <class Op, class... Cs>
-struct elementwise_on_device<map_node<Op, Cs...>>
-    : std::bool_constant<(elementwise_on_device<std::remove_cvref_t<Cs>>::value && ...)> {};
-template <class V, class C>
-struct elementwise_on_device<view_node<V, C>> : elementwise_on_device<std::remove_cvref_t<C>> {};
+// Every generated kernel, made once and kept for the program's life. A kernel's text is a
+// function of its kind, a tag (a reduction's text), a number (the output type and the variant)
+// and the steps and types of the plan it computes: the key, compared in full on a hash's hit.
+class generated_kernels {
+ public:
+  struct key {
+    char kind;
+    void const* tag;
+    std::uint64_t variant;
+    device_plan const* plan;  // null for a kernel that reads no plan
+  };
 
-// A reduction along axes of such an expression, by an op with a device kernel.
-template <class E>
-struct reduction_on_device : std::false_type {};
-template <class Op, class C>
-struct reduction_on_device<reduce_node<Op, C>>
-    : std::bool_constant<device_reduction<Op> &&
-                         elementwise_on_device<std::remove_cvref_t<C>>::value> {};
+  template <class Make>
+  kernel_source const& get(key const& k, Make&& make) {
+    std::uint64_t h = (k.plan ? k.plan->hash() : 0) ^ std::uint64_t(k.kind) << 56 ^
+                      reinterpret_cast<std::uintptr_t>(k.tag) ^ k.variant * 0x9e3779b97f4a7c15ull;
+    std::lock_guard lock(mu_);
+    for (auto [it, end] = made_.equal_range(h); it != end; ++it)
+      if (it->second.matches(k)) return it->second.source;
+    entry e{k.kind, k.tag, k.variant, {}, make()};
+    if (k.plan) copy_text(*k.plan, e.plan);
+    return made_.emplace(h, std::move(e))->second.source;
+  }
 
-// The kernel make(arg) gives, made once per (make, key) and kept for the program's life: one
-// cache for every generated kernel, so that each expression type compiles only its text.
-template <class Arg>
-kernel_source const& cached_kernel(kernel_source (*make)(Arg), Arg arg, std::uint64_t key) {
-  static std::mutex mu;
-  static std::map<std::pair<std::uintptr_t, std::uint64_t>, kernel_source> made;
-  std::lock_guard lock(mu);
-  auto k = std::make_pair(reinterpret_cast<std::uintptr_t>(make), key);
-  auto it = made.find(k);
-  if (it == made.end()) it = made.emplace(k, make(arg)).first;
-  return it->second;
+ private:
+  struct entry {
+    char kind;
+    void const* tag;
+    std::uint64_t variant;
+    device_plan plan;  // its steps and types only
+    kernel_source source;
+    bool matches(key const& k) const {
+      return kind == k.kind && tag == k.tag && variant == k.variant &&
+             (k.plan ? k.plan->same_text(plan) : plan.steps.size() == 0);
+    }
+  };
+  static void copy_text(device_plan const& from, device_plan& to) {
+    for (auto const& s : from.steps) to.steps.push_back(s);
+    for (auto const& t : from.leaf_types) to.leaf_types.push_back(t);
+  }
+  std::mutex mu_;
+  std::unordered_multimap<std::uint64_t, entry> made_;
+};
+inline generated_kernels& the_generated_kernels() {
+  static generated_kernels c;
+  return c;
 }
 
-// The kernel of variant v for out (T) = a plan of type P: its text depends on nothing else.
-template <element T, class P>
-kernel_source const& kernel_for(kernel_variant const& v) {
-  std::uint64_t key = std::uint64_t(v.kind) << 40 | std::uint64_t(v.index64) << 32 | v.broadcast;
-  return cached_kernel<kernel_variant const&>(&elementwise_kernel<T, P>, v, key);
-}
-
-template <class Op, element T, class P>
-kernel_source const& reduction_kernel_for(bool index64) {
-  return cached_kernel<bool>(&reduction_kernel<Op, T, P>, index64, index64);
-}
-template <class Op, element T, class A>
-kernel_source const& reduction_finish_kernel_for() {
-  static kernel_source const made = reduction_finish_kernel<Op, T, A>();
-  return made;
+// The kernel of variant v for out (of type o) = plan p.
+inline kernel_source const& elementwise_kernel_for(device_plan const& p, output_type const& o,
+                                                   kernel_variant const& v) {
+  std::uint64_t variant = std::uint64_t(o.dtype) << 48 | std::uint64_t(v.kind) << 40 |
+                          std::uint64_t(v.index64) << 32 | v.broadcast;
+  return the_generated_kernels().get({'E', nullptr, variant, &p},
+                                     [&] { return elementwise_kernel(p, o, v); });
 }
 
 // Whether an index into the child of shape s, or any leaf's offset, needs 64 bits.
@@ -150,14 +157,16 @@ inline kernel_runner const& runner_for(device d) {
   return *runner;
 }
 
-// Launches the elementwise kernel that `kernel` gives for the variant that fits out (of shape
-// s) and the operands o, or with out_stride the strided one writing out at those strides.
-inline void launch_elementwise_of(kernel_runner const& runner, device d, void* out,
-                                  zenith::shape const& s, device_operands const& o,
-                                  kernel_source const& (*kernel)(kernel_variant const&),
-                                  std::array<std::int64_t, max_rank> const* out_stride) {
+// out (of type o and shape s) = plan p, as one elementwise kernel: in the variant that fits the
+// arrays at hand, or, with out_stride, in the strided one writing out at those strides (a slice
+// of a larger array).
+inline void launch_elementwise(device d, void* out, zenith::shape const& s, device_plan const& p,
+                               output_type const& o,
+                               std::array<std::int64_t, max_rank> const* out_stride = nullptr) {
+  kernel_runner const& runner = runner_for(d);
+  if (s.numel() == 0) return;
   std::int64_t n = std::int64_t(s.numel());
-  kernel_variant v = choose_variant(out, s, o);
+  kernel_variant v = choose_variant(out, s, p.operands);
   if (out_stride) {
     v.kind = layout::strided;
     v.broadcast = 0;
@@ -168,60 +177,60 @@ inline void launch_elementwise_of(kernel_runner const& runner, device d, void* o
           ((*out_stride)[k] < 0 ? -(*out_stride)[k] : (*out_stride)[k]) * (std::int64_t(s[k]) - 1);
     v.index64 = v.index64 || reach > max32;
   }
-  kernel_source const& k = kernel(v);
-  kernel_args a = launch_args(v, out, s, o, out_stride);
+  kernel_source const& k = elementwise_kernel_for(p, o, v);
+  kernel_args a = launch_args(v, out, s, p.operands, out_stride);
   runner.run(d, k, a, {256, (n + 255) / 256, false});
 }
 
-// out (T, of shape s) = e, lowered, of shape s, as one elementwise kernel: in the variant that
-// fits the arrays at hand, or, with out_stride, in the strided one writing out at those strides
-// (a slice of a larger array). Only the kernel's text is compiled per expression type.
-template <element T, expression E>
-void launch_elementwise(device d, T* out, zenith::shape const& s, E const& e,
-                        std::array<std::int64_t, max_rank> const* out_stride = nullptr) {
-  static_assert(elementwise_on_device<std::remove_cvref_t<E>>::value,
-                "zenith: a device expression must be lowered first (lower.hpp)");
-  kernel_runner const& runner = runner_for(d);
-  if (s.numel() == 0) return;
-  auto p = make_device_plan(e, d);
-  launch_elementwise_of(runner, d, out, s, operands_of(p), &kernel_for<T, decltype(p)>, out_stride);
-}
-
-// A reduction's launch, its kernel k made (for index64 = wide) from the child's plan: one
-// kernel, or split, a second combining each output's partial states. Per (Op, T, A), not per
-// expression.
-template <class Op, element T, class A>
-void launch_reduction(kernel_runner const& runner, device d, kernel_source const& k, bool wide,
-                      array<T>& out, zenith::shape const& s, std::uint32_t axes, std::int64_t count,
-                      device_operands const& o) {
-  std::int64_t const nout = std::int64_t(out.size());
+// A reduction (its text r, from reduction_text_of, whose address the kernel cache keys on;
+// partial states of state_bytes each) of plan p, a child of shape s,
+// over the axes in mask into out (nout elements, count reduced into each): one kernel, or split,
+// a second combining each output's partial states.
+inline void launch_reduction(kernel_runner const& runner, device d, reduction_text const& r,
+                             std::size_t state_bytes, void* out, std::int64_t nout,
+                             zenith::shape const& s, std::uint32_t axes, std::int64_t count,
+                             device_plan const& p) {
+  // 32-bit indices only where the threads' strides past the last element fit too (a step is
+  // at most a block per split).
+  bool wide = needs_index64(s, p.operands) ||
+              std::int64_t(s.numel()) > std::numeric_limits<std::int32_t>::max() -
+                                            reduction_split_blocks * reduction_block;
+  kernel_source const& k = the_generated_kernels().get(
+      {'R', &r, wide, &p}, [&] { return reduction_kernel(p, r, wide); });
   std::int64_t const splits = reduction_splits(nout, count);
   if (splits == 1) {
-    kernel_args a = reduction_args(wide, out.data(), s, axes, o);
+    kernel_args a = reduction_args(wide, out, s, axes, p.operands);
     runner.run(d, k, a, {unsigned(reduction_block), nout, true});
     return;
   }
   // Split: each block's partial state, then one block per output combines them.
-  std::size_t const bytes = std::size_t(nout * splits) * reduction_state_bytes<Op, A>();
+  std::size_t const bytes = std::size_t(nout * splits) * state_bytes;
   auto part = array<std::int64_t>::empty({(bytes + 7) / 8}, d);
-  kernel_args a = reduction_args(wide, out.data(), s, axes, o, splits, part.data());
+  kernel_args a = reduction_args(wide, out, s, axes, p.operands, splits, part.data());
   runner.run(d, k, a, {unsigned(reduction_block), nout * splits, true});
-  kernel_args f = reduction_finish_args(nout, count, splits, out.data(), part.data());
-  runner.run(d, reduction_finish_kernel_for<Op, T, A>(), f,
-             {unsigned(reduction_block), nout, true});
+  kernel_args f = reduction_finish_args(nout, count, splits, out, part.data());
+  kernel_source const& fin = the_generated_kernels().get(
+      {'F', &r, 0, nullptr}, [&] { return reduction_finish_kernel(r); });
+  runner.run(d, fin, f, {unsigned(reduction_block), nout, true});
 }
 
 }  // namespace detail
 
 namespace detail {
 
-// A reduction by Op of a child of shape s (whose device plan's operands are o, its kernel
-// kernel(wide)) over the axes in mask, into a new array of shape out_shape on d. Per (Op, T, A),
-// not per expression.
+// A new array of shape s on d computed by plan p. Per T, not per expression.
+template <element T>
+array<T> run_plan(device d, zenith::shape const& s, device_plan const& p) {
+  auto out = array<T>::empty(s, d);
+  launch_elementwise(d, out.data(), s, p, output_type_of<T>());
+  return out;
+}
+
+// A reduction by Op of a child of shape s (whose device plan is p) over the axes in mask, into
+// a new array of shape out_shape on d. Per (Op, T, A), not per expression.
 template <class Op, element T, class A>
 array<T> reduce_on_device(device d, zenith::shape const& s, zenith::shape const& out_shape,
-                          std::uint32_t axes, std::int64_t count, device_operands const& o,
-                          kernel_source const& (*kernel)(bool wide)) {
+                          std::uint32_t axes, std::int64_t count, device_plan const& p) {
   kernel_runner const& runner = runner_for(d);
   if (count == 0) {  // as the CPU: the identity, or an error where there is none
     if constexpr (!Op::has_identity)
@@ -231,42 +240,20 @@ array<T> reduce_on_device(device d, zenith::shape const& s, zenith::shape const&
       return full<T>(out_shape, T(Op::finalize(Op::template identity<A>(), 0)), d);
   }
   auto out = array<T>::empty(out_shape, d);
-  // 32-bit indices only where the threads' strides past the last element fit too (a step is
-  // at most a block per split).
-  bool wide =
-      needs_index64(s, o) || std::int64_t(s.numel()) > std::numeric_limits<std::int32_t>::max() -
-                                                           reduction_split_blocks * reduction_block;
-  launch_reduction<Op, T, A>(runner, d, kernel(wide), wide, out, s, axes, count, o);
+  launch_reduction(runner, d, reduction_text_of<Op, T, A>(), reduction_state_bytes<Op, A>(),
+                   out.data(), std::int64_t(out.size()), s, axes, count, p);
   return out;
 }
 
 }  // namespace detail
-
-// out (T) = e on device d, e lowered (lower.hpp): one elementwise kernel, or a reduction along
-// axes with its elementwise child fused in.
-template <element T, expression E>
-array<T> run_on_device(device d, E const& e) {
-  using D = std::remove_cvref_t<E>;
-  if constexpr (detail::reduction_on_device<D>::value) {
-    using Op = typename D::op_type;
-    auto p = make_device_plan(e.child, d);
-    using P = decltype(p);
-    return detail::reduce_on_device<Op, T, typename P::compute_type>(
-        d, e.child.shape(), e.shape(), e.axes, std::int64_t(e.count()), operands_of(p),
-        &detail::reduction_kernel_for<Op, T, P>);
-  } else {
-    auto out = array<T>::empty(e.shape(), d);
-    detail::launch_elementwise(d, out.data(), out.shape(), e);
-    return out;
-  }
-}
 
 // e (lowered, of shape s) written on device d at out with the given strides (in elements): a
 // slice of a larger array, as the adjoint of slice and concatenate write.
 template <element T, expression E>
 void run_into_on_device(device d, T* out, std::array<std::int64_t, max_rank> const& stride,
                         zenith::shape const& s, E const& e) {
-  detail::launch_elementwise(d, out, s, e, &stride);
+  device_plan p = make_device_plan(e, d);
+  detail::launch_elementwise(d, out, s, p, detail::output_type_of<T>(), &stride);
 }
 
 // out (T) = e, on device d where every array e reads lives. Its barriers (reductions inside it,
@@ -281,13 +268,15 @@ array<T> evaluate_on_device(device d, E const& e) {
                        " does not run on CUDA devices yet; bring the arrays to the CPU with "
                        ".to(zenith::cpu)");
   } else if constexpr (is_reduce_node_v<D>) {
-    using R = reduce_node<typename D::op_type, lowered_t<typename D::child_type>>;
-    return run_on_device<T>(d, R(lower(d, e.child), e.axes, e.keepdims));
+    using A = compute_t<value_t<typename D::child_type>>;
+    device_plan p = make_device_plan(e.child, d);
+    return detail::reduce_on_device<typename D::op_type, T, A>(d, e.child.shape(), e.shape(),
+                                                               e.axes, std::int64_t(e.count()), p);
   } else if constexpr (requires { requires D::barrier; } &&
                        std::is_same_v<lowered_t<D>, array<T>>) {
     return lower(d, e);  // a barrier's own result, as on the CPU
   } else {
-    return run_on_device<T>(d, lower(d, e));
+    return detail::run_plan<T>(d, e.shape(), make_device_plan(e, d));
   }
 }
 

@@ -26,11 +26,12 @@ struct lowering<layer_norm_node<E>> {
     if (x.size() == 0) return x;
     std::uint32_t along = std::uint32_t(1) << e.axis;
     auto xc = zenith::detail::convert<C>(x);
-    array<C> mu = run_on_device<C>(d, reduce_node<ops::reduce_mean, decltype(xc)>(xc, along, true));
+    array<C> mu =
+        evaluate_on_device<C>(d, reduce_node<ops::reduce_mean, decltype(xc)>(xc, along, true));
     auto sq = zenith::square(xc - mu);
     array<C> var =
-        run_on_device<C>(d, reduce_node<ops::reduce_mean, decltype(sq)>(sq, along, true));
-    return run_on_device<R>(d, zenith::detail::convert<R>((xc - mu) * rsqrt(var + C(e.eps))));
+        evaluate_on_device<C>(d, reduce_node<ops::reduce_mean, decltype(sq)>(sq, along, true));
+    return evaluate_on_device<R>(d, zenith::detail::convert<R>((xc - mu) * rsqrt(var + C(e.eps))));
   }
 };
 

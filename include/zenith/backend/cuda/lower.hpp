@@ -1,17 +1,18 @@
 #pragma once
-// Lowering an expression for a device kernel: the same expression with every node that is not
-// elementwise replaced by its value, computed on the device first. What remains (arrays,
-// numbers, elementwise ops, views) is what a generated elementwise kernel computes in one pass.
+// Lowering an expression for a device kernel: every node that is not elementwise is replaced by
+// its value, computed on the device first. What remains (arrays, numbers, elementwise ops,
+// views) is what a generated elementwise kernel computes in one pass, and make_device_plan
+// records it as data (device_plan.hpp) as it goes.
 //
 //   exp(x - max(x, 1, true))  ->  exp(x - m), with m = max(x, 1, true) run as a reduction kernel
 //   memo_node (a barrier the reverse pass already evaluated)  ->  its value
 //
 // Each node type of the layers below says how it lowers with a specialization of lowering<E> (a
-// static lower(device, e)). The nodes of the layers above (the autodiff layer's) never specialize
-// it: they expose one of four members, which the lowerings under "Nodes of the layers above"
-// read. A node with none of these has no device implementation:
-// evaluating it on a device is a device_error that names it, never host code reading device
-// memory.
+// static lower(device, e)); a barrier's lowering reads its operands lowered (lower(d, e)). The
+// nodes of the layers above (the autodiff layer's) never specialize it: they expose one of four
+// members, which the lowerings under "Nodes of the layers above" read. A node with none of these
+// has no device implementation: evaluating it on a device is a device_error that names it, never
+// host code reading device memory.
 #include <array>
 #include <cstdint>
 #include <string_view>
@@ -27,6 +28,7 @@
 #include "../../expr/reduce.hpp"
 #include "../../expr/reshape.hpp"
 #include "../../expr/views.hpp"
+#include "device_plan.hpp"
 #include "reduce_kernel.hpp"
 
 namespace zenith::cuda_backend {
@@ -46,12 +48,9 @@ auto lower(device d, E const& e) {
 template <class E>
 using lowered_t = decltype(lower(std::declval<device>(), std::declval<E const&>()));
 
-// Defined by launch.hpp: out (T) = e on device d, e lowered (run_on_device) or any
-// (evaluate_on_device); e lowered written into a strided slice at out (run_into_on_device). A
-// node's lowering evaluates what it needs with these, on d, even where that reads no array (a
-// cotangent seed is a broadcast number).
-template <element T, expression E>
-array<T> run_on_device(device d, E const& e);
+// Defined by launch.hpp: out (T) = e on device d (evaluate_on_device); e written into a strided
+// slice at out (run_into_on_device). A node's lowering evaluates what it needs with these, on d,
+// even where that reads no array (a cotangent seed is a broadcast number).
 template <element T, expression E>
 array<T> evaluate_on_device(device d, E const& e);
 template <element T, expression E>
@@ -66,7 +65,7 @@ array<T> lowered_array(device d, E const& e) {
   if constexpr (std::is_same_v<decltype(l), array<T>>)
     return l;
   else
-    return run_on_device<T>(d, l);
+    return evaluate_on_device<T>(d, l);
 }
 
 // e computed on d, summed over axes (kept as 1) and viewed as shape s: what the reverse pass's
@@ -141,12 +140,12 @@ struct lowering<reshape_node<C>> {
   }
 };
 
-// A reduction inside a larger expression: run as its own kernel first (reduce_kernel.hpp).
+// A reduction inside a larger expression: run as its own kernel first (reduce_kernel.hpp), its
+// child fused in.
 template <class Op, class C>
 requires(device_reduction<Op>&& lowerable<C>) struct lowering<reduce_node<Op, C>> {
   static auto lower(device d, reduce_node<Op, C> const& e) {
-    using R = reduce_node<Op, lowered_t<C>>;
-    return run_on_device<value_t<R>>(d, R(cuda_backend::lower(d, e.child), e.axes, e.keepdims));
+    return evaluate_on_device<value_t<reduce_node<Op, C>>>(d, e);
   }
 };
 
@@ -255,6 +254,75 @@ struct off_device<E> {
   }();
 };
 
+template <class E>
+inline constexpr bool is_map = false;
+template <class Op, class... Cs>
+inline constexpr bool is_map<map_node<Op, Cs...>> = true;
+template <class E>
+inline constexpr bool is_view = false;
+template <class V, class C>
+inline constexpr bool is_view<view_node<V, C>> = true;
+
+[[noreturn]] inline void leaf_elsewhere(device d, device where, zenith::shape const& s) {
+  throw device_error("zenith: a kernel on " + d.str() + " reads an array of shape " + s.str() +
+                     " on " + where.str() + "; bring it to " + d.str() + " with .to(" + d.str() +
+                     ")");
+}
+
+template <element T>
+void plan_leaf(device_plan& p, device d, array<T> const& a) {
+  if (a.storage() && a.storage()->where() != d) leaf_elsewhere(d, a.storage()->where(), a.shape());
+  p.add_leaf(a.data(), a.shape());
+}
+
+// Appends e (lowerable) to p: its elementwise part as steps, each node below it that is not
+// elementwise computed on d first and read as a leaf (kept alive by p), in operand order.
+template <class E>
+void plan_into(device_plan& p, device d, E const& e) {
+  if constexpr (is_array_v<E>) {
+    plan_leaf(p, d, e);
+  } else if constexpr (is_scalar_node_v<E>) {
+    p.add_literal(e.value);
+  } else if constexpr (is_map<E>) {
+    zenith::shape s = e.shape();
+    zenith::detail::apply(
+        [&](auto const&... c) {
+          // Each operand broadcast to the node's shape.
+          auto one = [&](auto const& x) {
+            std::size_t first = p.leaves();
+            plan_into(p, d, x);
+            p.broadcast(x.shape(), s, first);
+          };
+          (one(c), ...);
+        },
+        e.children);
+    p.add_op(E::op_type::cuda, device_type<compute_t<value_t<E>>>(),
+             std::tuple_size_v<decltype(e.children)>);
+  } else if constexpr (is_view<E>) {
+    std::size_t first = p.leaves();
+    plan_into(p, d, e.child);
+    p.apply(e.view.map(e.child.shape()), first);
+  } else if constexpr (requires { e.decomposed(); }) {
+    plan_into(p, d, e.decomposed());
+  } else {
+    // A reduction, a reshape, a barrier, a node of the layers above that computes its value.
+    auto v = cuda_backend::lower(d, e);
+    static_assert(is_array_v<decltype(v)>, "zenith CUDA: a node's value lowers to an array");
+    plan_leaf(p, d, v);
+    p.keep(v.storage());
+  }
+}
+
 }  // namespace detail
+
+// The device plan of e (lowerable) for a kernel on device d: its barriers computed on d first.
+template <class E>
+device_plan make_device_plan(E const& e, device d) {
+  static_assert(lowerable<std::remove_cvref_t<E>>,
+                "zenith CUDA: a kernel reads a lowerable expression (backend/cuda/lower.hpp)");
+  device_plan p;
+  detail::plan_into(p, d, e);
+  return p;
+}
 
 }  // namespace zenith::cuda_backend

@@ -6,8 +6,8 @@
 //
 //   namespace cb = zn::cuda_backend;
 //   auto p = cb::make_device_plan(child, d);   // the reduction's child, over its own shape
-//   auto src = cb::reduction_kernel<zn::ops::reduce_sum, float, decltype(p)>(false);
-//   auto args = cb::reduction_args(false, out, child.shape(), axes, p);
+//   auto src = cb::reduction_kernel<zn::ops::reduce_sum, float, float>(p, false);
+//   auto args = cb::reduction_args(false, out, child.shape(), axes, p.operands);
 //
 // One block per output element and split (grid-stride over both); the block's threads stride
 // over the split's share of the reduced elements, each folding its share with the op's `cuda`
@@ -52,31 +52,36 @@ inline std::int64_t reduction_splits(std::int64_t nout, std::int64_t count) {
       1, std::min(count / reduction_split_least, reduction_split_blocks / nout));
 }
 
+// What a reduction's text needs of its accumulator type A: its device type and its extremes.
+struct accumulator_text {
+  std::string_view type;
+  std::string lowest, highest;
+};
+template <class A>
+accumulator_text accumulator_text_of() {
+  if constexpr (std::is_floating_point_v<A>)
+    return {device_type<A>(), "(-INFINITY)", "INFINITY"};
+  else
+    return {device_type<A>(), "(" + std::to_string(std::numeric_limits<A>::min() + 1) + " - 1)",
+            std::to_string(std::numeric_limits<A>::max())};
+}
+
+// A reduction op's device snippets (expr/reduce.hpp).
+struct reduce_op_text {
+  std::string_view cuda, identity, finalize;
+  bool indexed = false;
+};
+
 namespace detail {
 
-template <class A>
-std::string lowest_text() {
-  if constexpr (std::is_floating_point_v<A>)
-    return "(-INFINITY)";
-  else
-    return "(" + std::to_string(std::numeric_limits<A>::min() + 1) + " - 1)";
-}
-template <class A>
-std::string highest_text() {
-  if constexpr (std::is_floating_point_v<A>)
-    return "INFINITY";
-  else
-    return std::to_string(std::numeric_limits<A>::max());
-}
-
-// One of the op's snippets for accumulator type A: {T}, {lowest}, {highest}, {n}, {0}, {1}.
-template <class A>
-std::string reduce_snippet(std::string_view snippet, std::string const& a0,
-                           std::string const& a1 = "", std::string const& n = "") {
+// One of the op's snippets for accumulator a: {T}, {lowest}, {highest}, {n}, {0}, {1}.
+inline std::string reduce_snippet(std::string_view snippet, accumulator_text const& a,
+                                  std::string const& a0, std::string const& a1 = "",
+                                  std::string const& n = "") {
   std::string s(snippet);
-  replace_all(s, "{T}", device_type<A>());
-  replace_all(s, "{lowest}", lowest_text<A>());
-  replace_all(s, "{highest}", highest_text<A>());
+  replace_all(s, "{T}", a.type);
+  replace_all(s, "{lowest}", a.lowest);
+  replace_all(s, "{highest}", a.highest);
   replace_all(s, "{n}", n);
   replace_all(s, "{0}", a0);
   replace_all(s, "{1}", a1);
@@ -98,13 +103,12 @@ concept device_reduction = requires {
 
 namespace detail {
 
-// zn_state, zn_combine(a, b) and zn_identity() for Op on accumulator type A, as device source.
-template <class Op, class A>
-std::string reduction_state_source() {
-  std::string const acc(device_type<A>());
-  std::string const identity = reduce_snippet<A>(Op::cuda_identity, "");
-  if constexpr (indexed_reduction<Op>) {
-    // Op::cuda is better(a, b): whether a replaces b.
+// zn_state, zn_combine(a, b) and zn_identity() for op on accumulator a, as device source.
+inline std::string reduction_state_source(reduce_op_text const& op, accumulator_text const& a) {
+  std::string const acc(a.type);
+  std::string const identity = reduce_snippet(op.identity, a, "");
+  if (op.indexed) {
+    // op.cuda is better(a, b): whether a replaces b.
     return "struct zn_state { " + acc +
            " v; long long i; };\n"
            "__device__ __forceinline__ zn_state zn_identity() { zn_state s; s.v = " +
@@ -113,22 +117,21 @@ std::string reduction_state_source() {
            "__device__ __forceinline__ zn_state zn_combine(zn_state a, zn_state b) {\n"
            "  if (b.i < 0) return a;\n  if (a.i < 0) return b;\n"
            "  if (" +
-           reduce_snippet<A>(Op::cuda, "b.v", "a.v") +
+           reduce_snippet(op.cuda, a, "b.v", "a.v") +
            ") return b;\n"
            "  if (" +
-           reduce_snippet<A>(Op::cuda, "a.v", "b.v") +
+           reduce_snippet(op.cuda, a, "a.v", "b.v") +
            ") return a;\n"
            "  return a.i <= b.i ? a : b;\n}\n";
-  } else {
-    return "typedef " + acc +
-           " zn_state;\n"
-           "__device__ __forceinline__ zn_state zn_identity() { return " +
-           identity +
-           "; }\n"
-           "__device__ __forceinline__ zn_state zn_combine(zn_state a, zn_state b) {\n"
-           "  return " +
-           reduce_snippet<A>(Op::cuda, "a", "b") + ";\n}\n";
   }
+  return "typedef " + acc +
+         " zn_state;\n"
+         "__device__ __forceinline__ zn_state zn_identity() { return " +
+         identity +
+         "; }\n"
+         "__device__ __forceinline__ zn_state zn_combine(zn_state a, zn_state b) {\n"
+         "  return " +
+         reduce_snippet(op.cuda, a, "a", "b") + ";\n}\n";
 }
 
 // The block's threads' states (acc, thread t) combined in shared memory in a fixed tree: the
@@ -140,13 +143,6 @@ inline std::string block_tree_source() {
          "      __syncthreads();\n    }\n";
 }
 
-// The output finished from the block's state zn_sh[0] over `count` elements, as T.
-template <class Op, element T, class A>
-std::string finished_output_source() {
-  std::string const result = indexed_reduction<Op> ? "zn_sh[0].i" : "zn_sh[0]";
-  return store_from_compute<T>(reduce_snippet<A>(Op::cuda_finalize, result, "", "count"));
-}
-
 }  // namespace detail
 
 // What a reduction kernel's text needs of its op and types: the output's and accumulator's
@@ -155,6 +151,23 @@ struct reduction_text {
   std::string out_type, acc_type, state_source, finished_output;
   bool indexed = false;
 };
+
+// The text of a reduction by op on accumulator a into an output of type o.
+inline reduction_text make_reduction_text(reduce_op_text const& op, accumulator_text const& a,
+                                          detail::output_type const& o) {
+  std::string const result = op.indexed ? "zn_sh[0].i" : "zn_sh[0]";
+  return {std::string(o.device), std::string(a.type), detail::reduction_state_source(op, a),
+          o.store(detail::reduce_snippet(op.finalize, a, result, "", "count")), op.indexed};
+}
+
+// The text of Op reducing into T on accumulator A, made once (its address names it).
+template <class Op, element T, class A>
+requires device_reduction<Op> reduction_text const& reduction_text_of() {
+  static reduction_text const made =
+      make_reduction_text({Op::cuda, Op::cuda_identity, Op::cuda_finalize, indexed_reduction<Op>},
+                          accumulator_text_of<A>(), detail::output_type_of<T>());
+  return made;
+}
 
 // The kernel reducing the device expression `expr` (what b registered: its leaves and scalars)
 // as r says. Compiled once: the op and the expression are text by now.
@@ -228,31 +241,28 @@ inline kernel_source reduction_kernel_of(detail::source_builder const& b, std::s
   return src;
 }
 
-// The kernel reducing P (the child's device plan) with Op into an output of element type T.
-template <class Op, element T, class P>
-requires device_reduction<Op> kernel_source reduction_kernel(bool index64) {
+// The kernel reducing plan p (the child's) as r says.
+inline kernel_source reduction_kernel(device_plan const& p, reduction_text const& r, bool index64) {
   detail::source_builder b;
-  std::string expr = detail::device_expr<P>::text(b);
-  using A = typename P::compute_type;  // the accumulator: the child's compute type
-  reduction_text r{std::string(device_type<T>()), std::string(device_type<A>()),
-                   detail::reduction_state_source<Op, A>(),
-                   detail::finished_output_source<Op, T, A>(), indexed_reduction<Op>};
+  std::string expr = detail::plan_text(p, b);
   return reduction_kernel_of(b, std::move(expr), index64, r);
+}
+template <class Op, element T, class A>
+kernel_source reduction_kernel(device_plan const& p, bool index64) {
+  return reduction_kernel(p, reduction_text_of<Op, T, A>(), index64);
 }
 
 // The second launch of a split reduction: one block per output combines its splits' partial
 // states (part[o * splits ..], in a fixed order) and writes the finished output. Parameters:
 // zn_idx nout, count, splits (64-bit), the output, the partial states.
-template <class Op, element T, class A>
-requires device_reduction<Op> kernel_source reduction_finish_kernel() {
+inline kernel_source reduction_finish_kernel(reduction_text const& r) {
   kernel_source src;
-  src.params = {"zn_idx", "zn_idx", "zn_idx", std::string(device_type<T>()) + "*",
-                "const zn_state*"};
+  src.params = {"zn_idx", "zn_idx", "zn_idx", r.out_type + "*", "const zn_state*"};
   std::string s = detail::prelude({layout::contiguous, true, 0}, 0);
   s += "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n";
-  s += detail::reduction_state_source<Op, A>();
+  s += r.state_source;
   s += "extern \"C\" __global__ void ZN_KERNEL(zn_idx nout, zn_idx count, zn_idx splits, " +
-       std::string(device_type<T>()) + "* __restrict__ out, const zn_state* __restrict__ part) {\n";
+       r.out_type + "* __restrict__ out, const zn_state* __restrict__ part) {\n";
   s += "  __shared__ zn_state zn_sh[" + std::to_string(reduction_block) + "];\n";
   s += "  const int t = threadIdx.x;\n";
   s += "  for (zn_idx o = blockIdx.x; o < nout; o += gridDim.x) {\n";
@@ -260,10 +270,13 @@ requires device_reduction<Op> kernel_source reduction_finish_kernel() {
   s += "    for (zn_idx p = t; p < splits; p += blockDim.x) acc = zn_combine(acc, part[o * "
        "splits + p]);\n";
   s += detail::block_tree_source();
-  s += "    if (t == 0) out[o] = " + detail::finished_output_source<Op, T, A>() +
-       ";\n    __syncthreads();\n  }\n}\n";
+  s += "    if (t == 0) out[o] = " + r.finished_output + ";\n    __syncthreads();\n  }\n}\n";
   detail::name_kernel(src, "zn_redfin_", std::move(s));
   return src;
+}
+template <class Op, element T, class A>
+kernel_source reduction_finish_kernel() {
+  return reduction_finish_kernel(reduction_text_of<Op, T, A>());
 }
 
 // Bytes of one partial state of Op on accumulator type A, as the device lays zn_state out.
@@ -341,11 +354,6 @@ inline kernel_args reduction_args(bool index64, void* out, zenith::shape const& 
   push_operands(a, o);
   push_reduction_geometry(a, index64, s, mask, o.strides);
   return a;
-}
-template <element T, leaf_walker P>
-kernel_args reduction_args(bool index64, T* out, zenith::shape const& s, std::uint32_t mask, P& p,
-                           std::int64_t splits = 1, void* part = nullptr) {
-  return reduction_args(index64, static_cast<void*>(out), s, mask, operands_of(p), splits, part);
 }
 
 }  // namespace zenith::cuda_backend

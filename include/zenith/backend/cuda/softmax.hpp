@@ -24,14 +24,15 @@ struct lowering<softmax_node<Op, E>> {
     array<R> x = lowered_array<R>(d, e.input());
     if (x.size() == 0) return x;
     std::uint32_t along = std::uint32_t(1) << e.axis;
-    array<R> m = run_on_device<R>(d, reduce_node<ops::reduce_max, array<R>>(x, along, true));
+    array<R> m = evaluate_on_device<R>(d, reduce_node<ops::reduce_max, array<R>>(x, along, true));
     auto z = x - m;
     auto ez = zenith::exp(z);
-    array<R> s = run_on_device<R>(d, reduce_node<ops::reduce_sum, decltype(ez)>(ez, along, true));
+    array<R> s =
+        evaluate_on_device<R>(d, reduce_node<ops::reduce_sum, decltype(ez)>(ez, along, true));
     if constexpr (Op::log)
-      return run_on_device<R>(d, z - zenith::log(s));
+      return evaluate_on_device<R>(d, z - zenith::log(s));
     else
-      return run_on_device<R>(d, ez / s);
+      return evaluate_on_device<R>(d, ez / s);
   }
 };
 
