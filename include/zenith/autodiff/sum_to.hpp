@@ -16,6 +16,31 @@
 
 namespace zenith {
 
+namespace detail {
+// The axes of s that summing to `target` folds (NumPy's broadcasting rules, read backwards).
+// Cold and the same for every child type.
+[[gnu::noinline]] inline small_vector<int, max_rank> sum_to_axes(zenith::shape const& s,
+                                                                 zenith::shape const& target) {
+  small_vector<int, max_rank> axes;
+  std::size_t lead = s.size() >= target.size() ? s.size() - target.size() : 0;
+  bool ok = s.size() >= target.size();
+  for (std::size_t k = 0; ok && k < s.size(); ++k) {
+    if (k < lead) {
+      axes.push_back(int(k));
+    } else {
+      std::size_t t = target[k - lead];
+      if (t == 1 && s[k] != 1)
+        axes.push_back(int(k));
+      else
+        ok = t == s[k];
+    }
+  }
+  if (!ok)
+    throw shape_error("sum_to: shape " + s.str() + " does not broadcast from " + target.str());
+  return axes;
+}
+}  // namespace detail
+
 template <expression C>
 struct sum_to_node : expr_base<sum_to_node<C>> {
   using value_type = value_t<C>;
@@ -25,24 +50,8 @@ struct sum_to_node : expr_base<sum_to_node<C>> {
   zenith::shape shape_;
   detail::small_vector<int, max_rank> axes;  // of child, summed (kept as 1, then reshaped)
 
-  sum_to_node(C c, zenith::shape target) : child(std::move(c)), shape_(target) {
-    zenith::shape s = child.shape();
-    std::size_t lead = s.size() >= target.size() ? s.size() - target.size() : 0;
-    bool ok = s.size() >= target.size();
-    for (std::size_t k = 0; ok && k < s.size(); ++k) {
-      if (k < lead) {
-        axes.push_back(int(k));
-      } else {
-        std::size_t t = target[k - lead];
-        if (t == 1 && s[k] != 1)
-          axes.push_back(int(k));
-        else
-          ok = t == s[k];
-      }
-    }
-    if (!ok)
-      throw shape_error("sum_to: shape " + s.str() + " does not broadcast from " + target.str());
-  }
+  sum_to_node(C c, zenith::shape target)
+      : child(std::move(c)), shape_(target), axes(detail::sum_to_axes(child.shape(), target)) {}
   bool reduces() const { return !axes.empty() || child.shape().size() != shape_.size(); }
   // For a backend without the evaluator below (backend/cuda/lower.hpp): the child's value, summed
   // over these axes where it reduces, else read as it is.

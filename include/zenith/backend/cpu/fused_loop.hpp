@@ -189,10 +189,9 @@ inline void run_row(T* __restrict out, std::int64_t ds, Ev const& ev, std::int64
 inline constexpr std::int64_t grain = 64;
 
 // Loops over at most this many elements that run on one thread run on their step's own
-// evaluator (fused_step::run) instead of a private copy: copying a gradient's evaluator (a few
-// hundred bytes, a reference count per kept buffer) cost a fifth of a replayed
-// stochastic_volatility at one element (bench/RESULTS.md), and on a short loop the copy's one
-// gain, that stores cannot alias it, is worth nothing.
+// evaluator (fused_run::run) instead of a private copy: copying a gradient's evaluator (a few
+// hundred bytes, a reference count per kept buffer) costs as much as a short loop itself, and on
+// a short loop the copy's one gain, that stores cannot alias it, is worth nothing.
 inline constexpr std::int64_t in_place_up_to = 4096;
 
 // Walks flat elements [lo, hi) of the coalesced space on ev; lo is a row start or a multiple of
@@ -239,75 +238,150 @@ inline constexpr std::int64_t elements_per_task = std::int64_t(1) << 16;
 
 namespace detail {
 
-// A fused loop with its space coalesced and its leaves regrouped: what run_fused runs, and what
-// a recording keeps of it (core/recording.hpp).
-template <class T, class Ev>
-struct fused_step {
-  // Ev may be a reference (run_fused outside a recording); a copy is always of the evaluator.
-  using evaluator = std::remove_cvref_t<Ev>;
+// Where a leaf of an evaluator keeps its strides and rank: what the loop's set-up rewrites.
+struct leaf_refs {
+  small_vector<std::array<std::int64_t, max_rank>*, 16> strides;
+  small_vector<std::size_t*, 16> ranks;
+};
 
-  dest_view<T> dst;
-  Ev ev;
+// A fused loop with its space coalesced and its leaves regrouped, over an evaluator it names
+// only by address.
+struct fused_call {
+  void* base = nullptr;  // the destination
+  std::array<std::int64_t, max_rank> stride{};
   loop_space ls;
-  bool unit = false, broadcast = false;
+  bool unit = false, broadcast = false, simd = false;
+};
 
-  void run() {
-    if constexpr (!std::is_reference_v<Ev>) {
-      // A recorded step: the same loop on the evaluator it owns, compiled once per Ev.
-      fused_step<T, evaluator&>{dst, ev, ls, unit, broadcast}.run();
-    } else {
-      run_here();
+// What the loop needs of an evaluator type Ev writing T: the loop over a range of elements and
+// the evaluator's leaves, copies and reads. Compiled once per (T, Ev); everything around it
+// (coalescing, the thread split, recording) is compiled once per program.
+struct fused_kernel {
+  // Elements [lo, hi) of c on the evaluator at ev, or on a copy of it (threads share ev, and a
+  // private copy's address never escapes the loop).
+  void (*range)(fused_call const& c, void* ev, bool copy, std::int64_t lo, std::int64_t hi);
+  void (*leaves)(void* ev, leaf_refs& r);
+  void (*reads)(void* ev, pointer_list& l);
+  void* (*clone)(void const* ev);  // a heap copy, for a recorded step
+  void (*destroy)(void* ev);       // of a clone
+  bool has_simd;
+};
+
+template <class T, class Ev>
+void fused_range(fused_call const& c, void* ev, bool copy, std::int64_t lo, std::int64_t hi) {
+  Ev& e = *static_cast<Ev*>(ev);
+  if (copy) {
+    Ev local = e;
+    return fused_range<T, Ev>(c, &local, false, lo, hi);
+  }
+  dest_view<T> dst{static_cast<T*>(c.base), c.stride};
+  if constexpr (fused_simd_v<T, Ev>) {
+    if (c.simd && c.unit) {
+      if (c.broadcast) return run_range<row_access::unit_or_broadcast>(dst, e, c.ls, lo, hi, true);
+      return run_range<row_access::unit>(dst, e, c.ls, lo, hi, true);
     }
   }
+  run_range<row_access::strided>(dst, e, c.ls, lo, hi, fused_simd_v<T, Ev> && c.simd);
+}
 
-  void pointers(pointer_list& l) {
-    l.writes(dst.base);
-    l.reads_leaves(ev);
+template <class T, class Ev>
+inline constexpr fused_kernel fused_kernel_of = {
+    &fused_range<T, Ev>,
+    [](void* ev, leaf_refs& r) {
+      static_cast<Ev*>(ev)->for_each_leaf([&](auto& leaf) {
+        r.strides.push_back(&leaf.stride);
+        r.ranks.push_back(&leaf.rank);
+      });
+    },
+    [](void* ev, pointer_list& l) { l.reads_leaves(*static_cast<Ev*>(ev)); },
+    [](void const* ev) -> void* { return new Ev(*static_cast<Ev const*>(ev)); },
+    [](void* ev) { delete static_cast<Ev*>(ev); },
+    fused_simd_v<T, Ev>};
+
+// A fused loop ready to run: what run_fused runs, and what a recording keeps of it (owning a
+// copy of the evaluator then; core/recording.hpp).
+class fused_run {
+ public:
+  fused_run(fused_kernel const& k, fused_call const& c, void* ev, bool owned)
+      : k_(&k), c_(c), ev_(ev), owned_(owned) {}
+  fused_run(fused_run&& o) noexcept : k_(o.k_), c_(o.c_), ev_(o.ev_), owned_(o.owned_) {
+    o.owned_ = false;
+  }
+  fused_run& operator=(fused_run&&) = delete;
+  ~fused_run() {
+    if (owned_) k_->destroy(ev_);
   }
 
- private:
-  void run_here() {
-    // On a private copy of ev: its address never escapes, so stores cannot alias it, and
-    // threads can share ev.
-    auto range = [&](std::int64_t lo, std::int64_t hi) {
-      evaluator copy = ev;
-      range_on(copy, lo, hi);
-    };
-
-    std::int64_t total = std::int64_t(ls.total);
+  [[gnu::noinline]] void run() {
+    std::int64_t total = std::int64_t(c_.ls.total);
     std::size_t threads = thread_pool::instance().size();
     if (std::size_t(total) < parallel_threshold() || threads <= 1)
-      return total <= in_place_up_to ? range_on(ev, 0, total) : range(0, total);
+      return k_->range(c_, ev_, total > in_place_up_to, 0, total);
 
     // Blocks of `grain` elements, grouped into tasks of about elements_per_task elements (at
     // least 4 tasks per thread); the pool hands tasks to whichever thread is free, so a thread
     // slowed down by another process leaves its share to the others.
+    loop_space const& ls = c_.ls;
     std::int64_t row_len = ls.dims[ls.rank - 1];
     std::int64_t blocks_per_row = (row_len + grain - 1) / grain;
     std::int64_t blocks = total / row_len * blocks_per_row;
     std::int64_t per_task = std::max<std::int64_t>(1, elements_per_task / grain);
     per_task = std::min(per_task, std::max<std::int64_t>(1, blocks / std::int64_t(4 * threads)));
     std::int64_t tasks = (blocks + per_task - 1) / per_task;
-    if (tasks == 1) return range(0, total);
+    if (tasks == 1) return k_->range(c_, ev_, true, 0, total);
     thread_pool::instance().parallel_for(std::size_t(tasks), [&](std::size_t t) {
       std::int64_t u0 = std::int64_t(t) * per_task, u1 = std::min(blocks, u0 + per_task);
-      range(block_start(u0, row_len, blocks_per_row),
-            u1 == blocks ? total : block_start(u1, row_len, blocks_per_row));
+      k_->range(c_, ev_, true, block_start(u0, row_len, blocks_per_row),
+                u1 == blocks ? total : block_start(u1, row_len, blocks_per_row));
     });
   }
 
-  // Elements [lo, hi) evaluated by e (ev or a copy of it) on the loop's path.
-  void range_on(evaluator& e, std::int64_t lo, std::int64_t hi) {
-    bool simd = fused_simd_v<T, evaluator> && simd_enabled();
-    if constexpr (fused_simd_v<T, evaluator>) {
-      if (simd && unit) {
-        if (broadcast) return run_range<row_access::unit_or_broadcast>(dst, e, ls, lo, hi, true);
-        return run_range<row_access::unit>(dst, e, ls, lo, hi, true);
-      }
-    }
-    run_range<row_access::strided>(dst, e, ls, lo, hi, simd);
+  void pointers(pointer_list& l) {
+    l.writes(c_.base);
+    k_->reads(ev_, l);
   }
+
+ private:
+  fused_kernel const* k_;
+  fused_call c_;
+  void* ev_;
+  bool owned_;
 };
+
+// Evaluates the evaluator at ev (of kernel k, built for shape s) into base at the given
+// strides. Leaves' strides are regrouped in place. Out of line: it is the same for every
+// expression.
+[[gnu::noinline]] inline void run_fused_with(fused_kernel const& k, void* base,
+                                             std::array<std::int64_t, max_rank> const& dst_stride,
+                                             void* ev, zenith::shape const& s) {
+  if (s.numel() == 0) return;
+  leaf_refs leaves;
+  k.leaves(ev, leaves);
+  stride_list strides;
+  strides.push_back(dst_stride);
+  for (auto* st : leaves.strides) strides.push_back(*st);
+  fused_call c;
+  c.base = base;
+  c.ls = coalesce(s, strides);
+  c.stride = regroup(dst_stride, c.ls);
+  // unit: every inner stride is 1 or 0 (the unit-stride path); broadcast: some are 0.
+  c.unit = c.stride[c.ls.rank - 1] == 1;
+  for (std::size_t i = 0; i < leaves.strides.size(); ++i) {
+    auto& st = *leaves.strides[i];
+    st = regroup(st, c.ls);
+    *leaves.ranks[i] = c.ls.rank;
+    std::int64_t inner = st[c.ls.rank - 1];
+    c.unit = c.unit && (inner == 1 || inner == 0);
+    c.broadcast = c.broadcast || inner == 0;
+  }
+  c.simd = k.has_simd && simd_enabled();
+  if (active_recording()) {
+    fused_run step(k, c, k.clone(ev), true);
+    return run_step(step);
+  }
+  // Not recording: the same loop, on ev itself rather than a copy.
+  fused_run(k, c, ev, false).run();
+}
 
 }  // namespace detail
 
@@ -318,28 +392,7 @@ struct fused_step {
 // are bitwise identical for every thread count.
 template <class T, class Ev>
 void run_fused(dest_view<T> dst, Ev& ev, zenith::shape const& s) {
-  if (s.numel() == 0) return;
-  stride_list strides;
-  strides.push_back(dst.stride);
-  ev.for_each_leaf([&](auto& leaf) { strides.push_back(leaf.stride); });
-  loop_space ls = coalesce(s, strides);
-  dst.stride = regroup(dst.stride, ls);
-  // unit: every inner stride is 1 or 0 (the unit-stride path); broadcast: some are 0.
-  bool unit = dst.stride[ls.rank - 1] == 1, broadcast = false;
-  ev.for_each_leaf([&](auto& leaf) {
-    leaf.stride = regroup(leaf.stride, ls);
-    leaf.rank = ls.rank;
-    std::int64_t inner = leaf.stride[ls.rank - 1];
-    unit = unit && (inner == 1 || inner == 0);
-    broadcast = broadcast || inner == 0;
-  });
-  if (detail::active_recording()) {
-    detail::fused_step<T, Ev> step{dst, ev, ls, unit, broadcast};
-    return detail::run_step(step);
-  }
-  // Not recording: the same loop, on ev itself rather than a copy.
-  detail::fused_step<T, Ev&> step{dst, ev, ls, unit, broadcast};
-  step.run();
+  detail::run_fused_with(detail::fused_kernel_of<T, Ev>, dst.base, dst.stride, &ev, s);
 }
 
 }  // namespace zenith
