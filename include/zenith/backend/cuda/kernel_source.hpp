@@ -97,7 +97,10 @@ inline std::string op_text(std::string_view cuda, std::string_view compute, std:
 
 // The plan's expression as device source, its leaves and literals registered in b (in the
 // plan's order; a leaf's value is a marker each layout replaces by its own read).
-inline std::string plan_text(device_plan const& p, source_builder& b) {
+// What prints source is [[gnu::cold]] here and in reduce_kernel.hpp: it runs once per distinct
+// kernel, so it is compiled for size, and a program that only computes on the CPU pays little
+// for it.
+[[gnu::cold]] inline std::string plan_text(device_plan const& p, source_builder& b) {
   std::vector<std::string> stack;
   std::size_t leaf = 0;
   for (device_plan::step const& s : p.steps) {
@@ -120,7 +123,7 @@ inline std::string plan_text(device_plan const& p, source_builder& b) {
 // Definitions every kernel may use: the index type, 16-bit float conversions (PTX cvt on the
 // device, so no header is needed; zn_host_* where the source is compiled for the host, as the
 // emulation test does), 16-byte packs, the strided layout's geometry.
-inline std::string prelude(kernel_variant const& v, std::size_t leaves) {
+[[gnu::cold]] inline std::string prelude(kernel_variant const& v, std::size_t leaves) {
   std::string s;
   s += v.index64 ? "typedef long long zn_idx;\n" : "typedef int zn_idx;\n";
   s += "#ifdef __CUDA_ARCH__\n"
@@ -158,10 +161,9 @@ inline std::string prelude(kernel_variant const& v, std::size_t leaves) {
 
 // Source that splits the flat index in variable idx over dims[0 .. rank) (row-major) and adds
 // each coordinate times a stride row to an offset: offsets[k] = {variable, stride array}.
-inline std::string split_index(std::string const& idx, std::string const& dims,
-                               std::string const& rank,
-                               std::vector<std::pair<std::string, std::string>> const& offsets,
-                               std::string const& indent) {
+[[gnu::cold]] inline std::string split_index(
+    std::string const& idx, std::string const& dims, std::string const& rank,
+    std::vector<std::pair<std::string, std::string>> const& offsets, std::string const& indent) {
   std::string s = indent + "for (int d = " + rank + " - 1; d >= 0; --d) {\n";
   s += indent + "  const zn_idx c = " + idx + " % " + dims + "[d];\n";
   s += indent + "  " + idx + " /= " + dims + "[d];\n";
@@ -203,8 +205,10 @@ output_type output_type_of() {
 
 // The kernel's text for an expression already printed (expr, with b's leaves and literals): the
 // part that depends on no type, so that it is compiled once rather than per expression type.
-inline kernel_source elementwise_kernel_text(kernel_variant const& v, output_type const& o,
-                                             source_builder const& b, std::string const& expr) {
+[[gnu::cold]] inline kernel_source elementwise_kernel_text(kernel_variant const& v,
+                                                           output_type const& o,
+                                                           source_builder const& b,
+                                                           std::string const& expr) {
   std::size_t nl = b.leaves.size();
   auto is_broadcast = [&](std::size_t k) {
     return v.kind != layout::strided && k < 32 && ((v.broadcast >> k) & 1u);
@@ -296,8 +300,9 @@ inline kernel_source elementwise_kernel_text(kernel_variant const& v, output_typ
 }  // namespace detail
 
 // The kernel computing out = plan p elementwise, for an output of type o (output_type_of<T>).
-inline kernel_source elementwise_kernel(device_plan const& p, detail::output_type const& o,
-                                        kernel_variant const& v) {
+[[gnu::cold]] inline kernel_source elementwise_kernel(device_plan const& p,
+                                                      detail::output_type const& o,
+                                                      kernel_variant const& v) {
   detail::source_builder b;
   std::string expr = detail::plan_text(p, b);
   return detail::elementwise_kernel_text(v, o, b, expr);

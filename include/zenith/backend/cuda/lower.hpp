@@ -269,10 +269,13 @@ inline constexpr bool is_view<view_node<V, C>> = true;
                      ")");
 }
 
+// A read of array a; with keep, a value computed for the plan, which the plan keeps alive.
+// Per element type, out of line: every expression's walk calls it.
 template <element T>
-void plan_leaf(device_plan& p, device d, array<T> const& a) {
+[[gnu::noinline]] void plan_leaf(device_plan& p, device d, array<T> const& a, bool keep) {
   if (a.storage() && a.storage()->where() != d) leaf_elsewhere(d, a.storage()->where(), a.shape());
   p.add_leaf(a.data(), a.shape());
+  if (keep) p.keep(a.storage());
 }
 
 // Appends e (lowerable) to p: its elementwise part as steps, each node below it that is not
@@ -280,7 +283,7 @@ void plan_leaf(device_plan& p, device d, array<T> const& a) {
 template <class E>
 void plan_into(device_plan& p, device d, E const& e) {
   if constexpr (is_array_v<E>) {
-    plan_leaf(p, d, e);
+    plan_leaf(p, d, e, false);
   } else if constexpr (is_scalar_node_v<E>) {
     p.add_literal(e.value);
   } else if constexpr (is_map<E>) {
@@ -306,10 +309,8 @@ void plan_into(device_plan& p, device d, E const& e) {
     plan_into(p, d, e.decomposed());
   } else {
     // A reduction, a reshape, a barrier, a node of the layers above that computes its value.
-    auto v = cuda_backend::lower(d, e);
-    static_assert(is_array_v<decltype(v)>, "zenith CUDA: a node's value lowers to an array");
-    plan_leaf(p, d, v);
-    p.keep(v.storage());
+    static_assert(is_array_v<lowered_t<E>>, "zenith CUDA: a node's value lowers to an array");
+    plan_leaf(p, d, cuda_backend::lower(d, e), true);
   }
 }
 

@@ -104,7 +104,8 @@ concept device_reduction = requires {
 namespace detail {
 
 // zn_state, zn_combine(a, b) and zn_identity() for op on accumulator a, as device source.
-inline std::string reduction_state_source(reduce_op_text const& op, accumulator_text const& a) {
+[[gnu::cold]] inline std::string reduction_state_source(reduce_op_text const& op,
+                                                        accumulator_text const& a) {
   std::string const acc(a.type);
   std::string const identity = reduce_snippet(op.identity, a, "");
   if (op.indexed) {
@@ -153,8 +154,9 @@ struct reduction_text {
 };
 
 // The text of a reduction by op on accumulator a into an output of type o.
-inline reduction_text make_reduction_text(reduce_op_text const& op, accumulator_text const& a,
-                                          detail::output_type const& o) {
+[[gnu::cold]] inline reduction_text make_reduction_text(reduce_op_text const& op,
+                                                        accumulator_text const& a,
+                                                        detail::output_type const& o) {
   std::string const result = op.indexed ? "zn_sh[0].i" : "zn_sh[0]";
   return {std::string(o.device), std::string(a.type), detail::reduction_state_source(op, a),
           o.store(detail::reduce_snippet(op.finalize, a, result, "", "count")), op.indexed};
@@ -171,8 +173,9 @@ requires device_reduction<Op> reduction_text const& reduction_text_of() {
 
 // The kernel reducing the device expression `expr` (what b registered: its leaves and scalars)
 // as r says. Compiled once: the op and the expression are text by now.
-inline kernel_source reduction_kernel_of(detail::source_builder const& b, std::string expr,
-                                         bool index64, reduction_text const& r) {
+[[gnu::cold]] inline kernel_source reduction_kernel_of(detail::source_builder const& b,
+                                                       std::string expr, bool index64,
+                                                       reduction_text const& r) {
   std::size_t const nl = b.leaves.size();
   std::string const& acc = r.acc_type;
 
@@ -242,7 +245,8 @@ inline kernel_source reduction_kernel_of(detail::source_builder const& b, std::s
 }
 
 // The kernel reducing plan p (the child's) as r says.
-inline kernel_source reduction_kernel(device_plan const& p, reduction_text const& r, bool index64) {
+[[gnu::cold]] inline kernel_source reduction_kernel(device_plan const& p, reduction_text const& r,
+                                                    bool index64) {
   detail::source_builder b;
   std::string expr = detail::plan_text(p, b);
   return reduction_kernel_of(b, std::move(expr), index64, r);
@@ -255,7 +259,7 @@ kernel_source reduction_kernel(device_plan const& p, bool index64) {
 // The second launch of a split reduction: one block per output combines its splits' partial
 // states (part[o * splits ..], in a fixed order) and writes the finished output. Parameters:
 // zn_idx nout, count, splits (64-bit), the output, the partial states.
-inline kernel_source reduction_finish_kernel(reduction_text const& r) {
+[[gnu::cold]] inline kernel_source reduction_finish_kernel(reduction_text const& r) {
   kernel_source src;
   src.params = {"zn_idx", "zn_idx", "zn_idx", r.out_type + "*", "const zn_state*"};
   std::string s = detail::prelude({layout::contiguous, true, 0}, 0);
