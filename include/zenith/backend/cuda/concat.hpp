@@ -35,8 +35,7 @@ struct lowering<concat_node<Op, Parts>> {
     node.for_each_part([&](auto const& part, std::size_t) {
       zenith::shape s = part.shape();
       auto slice = zenith::detail::concat_slice_of<Op>(s, node.axis, st, offset);
-      run_into_on_device<T>(d, out.data() + slice.start, slice.stride, s,
-                            cuda_backend::lower(d, part));
+      run_into_on_device<T>(d, out.data() + slice.start, slice.stride, s, part);
     });
     return out;
   }

@@ -44,14 +44,6 @@ inline conv_runner const*& conv_slot() {
   return r;
 }
 
-// e (lowered) as a dense device array of type R.
-template <element R, class E>
-array<R> dense_on_device(device d, E const& e) {
-  if constexpr (std::is_same_v<E, array<R>>)
-    return e;
-  else
-    return evaluate_on_device<R>(d, e);
-}
 }  // namespace detail
 
 // Installs r as the convolution runner (null removes it) and returns the one it replaces.
@@ -78,8 +70,8 @@ requires(lowerable<A>&& lowerable<B>) struct lowering<conv2d_node<Part, A, B>> {
                            "built without the CUDA backend: configure with ZENITH_CUDA on)");
       zenith::detail::note_unreplayable("a cuDNN convolution");
       zenith::shape s = e.shape();
-      array<R> a = detail::dense_on_device<R>(d, cuda_backend::lower(d, e.lhs()));
-      array<R> b = detail::dense_on_device<R>(d, cuda_backend::lower(d, e.rhs()));
+      array<R> a = array_on_device<R>(d, e.lhs());
+      array<R> b = array_on_device<R>(d, e.rhs());
       if (s.numel() == 0) return array<R>::empty(s, d);
       if (a.size() == 0 || b.size() == 0) return full<R>(s, R(0), d);  // an empty sum
       auto out = array<R>::empty(s, d);

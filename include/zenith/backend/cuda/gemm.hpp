@@ -84,9 +84,9 @@ struct gemm_operand {
 };
 
 template <class E>
-inline constexpr bool is_transposed_array_v = false;
-template <class T>
-inline constexpr bool is_transposed_array_v<view_node<views::transpose, array<T>>> = true;
+inline constexpr bool is_transpose_v = false;
+template <class C>
+inline constexpr bool is_transpose_v<view_node<views::transpose, C>> = true;
 
 // Whether a transpose swaps the last two of r axes and keeps the others.
 inline bool swaps_last_two(views::transpose const& v, std::size_t r) {
@@ -96,14 +96,18 @@ inline bool swaps_last_two(views::transpose const& v, std::size_t r) {
   return true;
 }
 
-// e (lowered) as a GEMM operand of element type R.
+// e as a GEMM operand of element type R: its value where it has one (an array, a barrier's
+// result), the value read transposed where e swaps the last two axes of one, else e computed.
 template <element R, class E>
 gemm_operand<R> gemm_operand_of(device d, E const& e) {
-  if constexpr (std::is_same_v<E, array<R>>) {
-    return {e, false};
+  if constexpr (has_value_on_device<E>() && std::is_same_v<value_t<E>, R>) {
+    return {value_on_device(d, e), false};
   } else {
-    if constexpr (is_transposed_array_v<E> && std::is_same_v<value_t<E>, R>)
-      if (swaps_last_two(e.view, e.shape().size())) return {e.child, true};
+    if constexpr (is_transpose_v<E>) {
+      using C = std::remove_cvref_t<decltype(e.child)>;
+      if constexpr (has_value_on_device<C>() && std::is_same_v<value_t<C>, R>)
+        if (swaps_last_two(e.view, e.shape().size())) return {value_on_device(d, e.child), true};
+    }
     return {evaluate_on_device<R>(d, e), false};
   }
 }
@@ -142,7 +146,7 @@ std::int64_t batch_stride(device d, gemm_operand<R>& o, zenith::shape const& own
 
 }  // namespace detail
 
-// a @ b on device d, a and b lowered, with the geometry dims (expr/matmul.hpp).
+// a @ b on device d, with the geometry dims (expr/matmul.hpp).
 template <element R, class A, class B>
 array<R> matmul_on_device(device d, A const& a, B const& b,
                           zenith::detail::matmul_dims const& dims) {
@@ -184,8 +188,7 @@ array<R> matmul_on_device(device d, A const& a, B const& b,
 template <class A, class B>
 requires(lowerable<A>&& lowerable<B>) struct lowering<matmul_node<A, B>> {
   static auto lower(device d, matmul_node<A, B> const& e) {
-    return matmul_on_device<value_t<matmul_node<A, B>>>(d, cuda_backend::lower(d, e.lhs()),
-                                                        cuda_backend::lower(d, e.rhs()), e.dims);
+    return matmul_on_device<value_t<matmul_node<A, B>>>(d, e.lhs(), e.rhs(), e.dims);
   }
 };
 

@@ -272,9 +272,9 @@ array<T> evaluate_on_device(device d, E const& e) {
     device_plan p = make_device_plan(e.child, d);
     return detail::reduce_on_device<typename D::op_type, T, A>(d, e.child.shape(), e.shape(),
                                                                e.axes, std::int64_t(e.count()), p);
-  } else if constexpr (requires { requires D::barrier; } &&
-                       std::is_same_v<lowered_t<D>, array<T>>) {
-    return lower(d, e);  // a barrier's own result, as on the CPU
+  } else if constexpr (requires { requires D::barrier; } && has_value_on_device<D>() &&
+                       std::is_same_v<value_t<D>, T>) {
+    return value_on_device(d, e);  // a barrier's own result, as on the CPU
   } else {
     return detail::run_plan<T>(d, e.shape(), make_device_plan(e, d));
   }

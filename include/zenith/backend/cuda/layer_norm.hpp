@@ -22,7 +22,7 @@ struct lowering<layer_norm_node<E>> {
   static auto lower(device d, layer_norm_node<E> const& e) {
     using R = value_t<layer_norm_node<E>>;
     using C = compute_t<R>;
-    array<R> x = lowered_array<R>(d, e.input());
+    array<R> x = array_on_device<R>(d, e.input());
     if (x.size() == 0) return x;
     std::uint32_t along = std::uint32_t(1) << e.axis;
     auto xc = zenith::detail::convert<C>(x);

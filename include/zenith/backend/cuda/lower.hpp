@@ -7,9 +7,10 @@
 //   exp(x - max(x, 1, true))  ->  exp(x - m), with m = max(x, 1, true) run as a reduction kernel
 //   memo_node (a barrier the reverse pass already evaluated)  ->  its value
 //
-// Each node type of the layers below says how it lowers with a specialization of lowering<E> (a
-// static lower(device, e)); a barrier's lowering reads its operands lowered (lower(d, e)). The
-// nodes of the layers above (the autodiff layer's) never specialize it: they expose one of four
+// Each node type of the layers below that is not elementwise says how its value is computed with
+// a specialization of lowering<E> (a static lower(device, e)); a barrier's lowering reads its
+// operands through value_on_device, array_on_device or evaluate_on_device. The nodes of the
+// layers above (the autodiff layer's) never specialize it: they expose one of four
 // members, which the lowerings under "Nodes of the layers above" read. A node with none of these
 // has no device implementation: evaluating it on a device is a device_error that names it, never
 // host code reading device memory.
@@ -34,59 +35,18 @@
 namespace zenith::cuda_backend {
 
 template <class E>
-struct lowering;  // static auto lower(device d, E const& e): e with its barriers computed on d
+struct lowering;  // static array<value_t<E>> lower(device d, E const& e): e's value, computed on d
 
+// Nodes of the layers above. Each exposes what its value is, in terms a backend already knows:
+//   e.decomposed()   the same value as an expression of the nodes below (a node that only wraps
+//                    its child; a barrier whose value was computed);
+//   e.summed_axes()  e.child summed over those axes (kept as 1), viewed as e.shape();
+//   e.once(f)        a value its readers share, computed as f(e.child) by the first of them;
+//   e.placement()    zeros of e.shape() with e.child written at that window of the buffer.
 template <class E>
-concept lowerable = requires(device d, E const& e) {
-  lowering<E>::lower(d, e);
-};
-
+using decomposed_t = std::remove_cvref_t<decltype(std::declval<E const&>().decomposed())>;
 template <class E>
-auto lower(device d, E const& e) {
-  return lowering<std::remove_cvref_t<E>>::lower(d, e);
-}
-template <class E>
-using lowered_t = decltype(lower(std::declval<device>(), std::declval<E const&>()));
-
-// Defined by launch.hpp: out (T) = e on device d (evaluate_on_device); e written into a strided
-// slice at out (run_into_on_device). A node's lowering evaluates what it needs with these, on d,
-// even where that reads no array (a cotangent seed is a broadcast number).
-template <element T, expression E>
-array<T> evaluate_on_device(device d, E const& e);
-template <element T, expression E>
-void run_into_on_device(device d, T* out, std::array<std::int64_t, max_rank> const& stride,
-                        zenith::shape const& s, E const& e);
-
-// e lowered and computed into an array of T on d, unless its lowering already is one (an array
-// read as it is): what a node that reads its operand as a contiguous array starts from.
-template <element T, class E>
-array<T> lowered_array(device d, E const& e) {
-  auto l = cuda_backend::lower(d, e);
-  if constexpr (std::is_same_v<decltype(l), array<T>>)
-    return l;
-  else
-    return evaluate_on_device<T>(d, l);
-}
-
-// e computed on d, summed over axes (kept as 1) and viewed as shape s: what the reverse pass's
-// sums to a broadcast shape (sum_to_node, fold_to_node) lower to.
-template <element T, expression E>
-array<T> summed_on_device(device d, E const& e, std::vector<int> const& axes,
-                          zenith::shape const& s) {
-  array<T> r = evaluate_on_device<T>(d, e);
-  if (!axes.empty()) r = evaluate_on_device<T>(d, sum(r, axes, true));
-  return array<T>::from_buffer(r.storage(), r.data(), s);
-}
-
-template <element T>
-struct lowering<array<T>> {
-  static array<T> lower(device, array<T> const& a) { return a; }
-};
-
-template <class T>
-struct lowering<scalar_node<T>> {
-  static scalar_node<T> lower(device, scalar_node<T> const& s) { return s; }
-};
+using child_t = std::remove_cvref_t<decltype(std::declval<E const&>().child)>;
 
 // The node protocol (expr/node.hpp): a node's operands, as types (a vector of parts read as its
 // element type).
@@ -108,26 +68,100 @@ struct operand_types<E> {
       -> std::tuple<typename operand_type<std::remove_cvref_t<Xs>>::type...>;
   using type = decltype(of(static_cast<decltype(std::declval<E const&>().operands()) const*>(0)));
 };
+
+namespace detail {
+
+template <class E>
+inline constexpr bool is_map = false;
+template <class Op, class... Cs>
+inline constexpr bool is_map<map_node<Op, Cs...>> = true;
+template <class E>
+inline constexpr bool is_view = false;
+template <class V, class C>
+inline constexpr bool is_view<view_node<V, C>> = true;
+
+template <class E>
+constexpr bool lowerable_v();
 template <class Tuple>
 inline constexpr bool all_lowerable = false;
 template <class... Xs>
-inline constexpr bool all_lowerable<std::tuple<Xs...>> = (lowerable<Xs> && ...);
-template <class E>
-concept operands_lowerable = requires {
-  typename operand_types<E>::type;
-}
-&&all_lowerable<typename operand_types<E>::type>;
+inline constexpr bool all_lowerable<std::tuple<Xs...>> = (lowerable_v<Xs>() && ...);
 
-// A node that is neither a barrier nor one with a lowering of its own (elementwise ops, views):
-// the same node over its operands lowered, computed in the kernel that reads it.
 template <class E>
-requires(!requires { requires E::barrier; } && operands_lowerable<E>) struct lowering<E> {
-  static auto lower(device d, E const& e) {
-    return zenith::detail::apply(
-        [&](auto const&... c) { return e.with_operands(cuda_backend::lower(d, c)...); },
-        e.operands());
-  }
-};
+constexpr bool lowerable_v() {
+  if constexpr (is_array_v<E> || is_scalar_node_v<E>)
+    return true;
+  else if constexpr (is_map<E> || is_view<E>)
+    return all_lowerable<typename operand_types<E>::type>;
+  else if constexpr (requires { typename decomposed_t<E>; })
+    return lowerable_v<decomposed_t<E>>();
+  else
+    return requires { sizeof(lowering<E>); };
+}
+
+}  // namespace detail
+
+// Whether e runs on a device: arrays, numbers, elementwise ops and views over what runs there
+// (one kernel computes them), and nodes with a lowering (barriers, reductions, reshapes, the
+// layers above's nodes) whose operands run there. A check of types alone: it instantiates no
+// lowering.
+template <class E>
+concept lowerable = detail::lowerable_v<std::remove_cvref_t<E>>();
+
+// Defined by launch.hpp: out (T) = e on device d (evaluate_on_device); e written into a strided
+// slice at out (run_into_on_device). A node's lowering evaluates what it needs with these, on d,
+// even where that reads no array (a cotangent seed is a broadcast number).
+template <element T, expression E>
+array<T> evaluate_on_device(device d, E const& e);
+template <element T, expression E>
+void run_into_on_device(device d, T* out, std::array<std::int64_t, max_rank> const& stride,
+                        zenith::shape const& s, E const& e);
+
+// Whether e's value is an array without an elementwise kernel: an array, or a node whose
+// lowering computes it (a barrier, a reduction, a reshape, a node of the layers above), or one
+// that decomposes to such.
+template <class E>
+constexpr bool has_value_on_device() {
+  if constexpr (is_array_v<E>)
+    return true;
+  else if constexpr (detail::is_map<E> || detail::is_view<E> || is_scalar_node_v<E>)
+    return false;
+  else if constexpr (requires { typename decomposed_t<E>; })
+    return has_value_on_device<decomposed_t<E>>();
+  else
+    return lowerable<E>;
+}
+
+// That value, on d.
+template <class E>
+requires(has_value_on_device<E>()) array<value_t<E>> value_on_device(device d, E const& e) {
+  if constexpr (is_array_v<E>)
+    return e;
+  else if constexpr (requires { typename decomposed_t<E>; })
+    return value_on_device(d, e.decomposed());
+  else
+    return lowering<E>::lower(d, e);
+}
+
+// e as an array of T on d: its value where it has one of type T (an array read as it is),
+// else computed. What a node that reads its operand as a contiguous array starts from.
+template <element T, class E>
+array<T> array_on_device(device d, E const& e) {
+  if constexpr (has_value_on_device<E>() && std::is_same_v<value_t<E>, T>)
+    return value_on_device(d, e);
+  else
+    return evaluate_on_device<T>(d, e);
+}
+
+// e computed on d, summed over axes (kept as 1) and viewed as shape s: what the reverse pass's
+// sums to a broadcast shape (sum_to_node, fold_to_node) lower to.
+template <element T, expression E>
+array<T> summed_on_device(device d, E const& e, std::vector<int> const& axes,
+                          zenith::shape const& s) {
+  array<T> r = evaluate_on_device<T>(d, e);
+  if (!axes.empty()) r = evaluate_on_device<T>(d, sum(r, axes, true));
+  return array<T>::from_buffer(r.storage(), r.data(), s);
+}
 
 // A reshape reads its child as a contiguous array: the child computed first where it is not one.
 template <class C>
@@ -135,7 +169,7 @@ requires lowerable<C>
 struct lowering<reshape_node<C>> {
   static auto lower(device d, reshape_node<C> const& e) {
     using T = value_t<C>;
-    array<T> a = lowered_array<T>(d, e.child);
+    array<T> a = array_on_device<T>(d, e.child);
     return array<T>::from_buffer(a.storage(), a.data(), e.shape());
   }
 };
@@ -149,28 +183,11 @@ requires(device_reduction<Op>&& lowerable<C>) struct lowering<reduce_node<Op, C>
   }
 };
 
-// Nodes of the layers above. Each exposes what its value is, in terms a backend already knows:
-//   e.decomposed()   the same value as an expression of the nodes lowered above in this file (a
-//                    node that only wraps its child; a barrier whose value was computed);
-//   e.summed_axes()  e.child summed over those axes (kept as 1), viewed as e.shape();
-//   e.once(f)        a value its readers share, computed as f(e.child) by the first of them;
-//   e.placement()    zeros of e.shape() with e.child written at that window of the buffer.
-template <class E>
-using decomposed_t = std::remove_cvref_t<decltype(std::declval<E const&>().decomposed())>;
-template <class E>
-using child_t = std::remove_cvref_t<decltype(std::declval<E const&>().child)>;
-
 // A node of the layers above that reads its child through one of the last three.
 template <class E>
 concept reads_child = requires(E const& e, array<value_t<E>> (*f)(child_t<E> const&)) {
   requires(
       requires { e.summed_axes(); } || requires { e.once(f); } || requires { e.placement(); });
-};
-
-template <class E>
-requires lowerable<decomposed_t<E>>
-struct lowering<E> {
-  static auto lower(device d, E const& e) { return cuda_backend::lower(d, e.decomposed()); }
 };
 
 template <class E>
@@ -200,8 +217,7 @@ requires(reads_child<E>&& requires(E const& e) { e.placement(); } &&
     auto out = part == in ? array<T>::empty(in, d) : zeros<T>(in, d);
     if (part.numel() == 0) return out;
     placement w = e.placement();
-    run_into_on_device<T>(d, out.data() + w.offset, w.stride, part,
-                          cuda_backend::lower(d, e.child));
+    run_into_on_device<T>(d, out.data() + w.offset, w.stride, part, e.child);
     return out;
   }
 };
@@ -254,15 +270,6 @@ struct off_device<E> {
   }();
 };
 
-template <class E>
-inline constexpr bool is_map = false;
-template <class Op, class... Cs>
-inline constexpr bool is_map<map_node<Op, Cs...>> = true;
-template <class E>
-inline constexpr bool is_view = false;
-template <class V, class C>
-inline constexpr bool is_view<view_node<V, C>> = true;
-
 [[noreturn]] inline void leaf_elsewhere(device d, device where, zenith::shape const& s) {
   throw device_error("zenith: a kernel on " + d.str() + " reads an array of shape " + s.str() +
                      " on " + where.str() + "; bring it to " + d.str() + " with .to(" + d.str() +
@@ -309,8 +316,7 @@ void plan_into(device_plan& p, device d, E const& e) {
     plan_into(p, d, e.decomposed());
   } else {
     // A reduction, a reshape, a barrier, a node of the layers above that computes its value.
-    static_assert(is_array_v<lowered_t<E>>, "zenith CUDA: a node's value lowers to an array");
-    plan_leaf(p, d, cuda_backend::lower(d, e), true);
+    plan_leaf(p, d, value_on_device(d, e), true);
   }
 }
 

@@ -21,7 +21,7 @@ requires lowerable<E>
 struct lowering<softmax_node<Op, E>> {
   static auto lower(device d, softmax_node<Op, E> const& e) {
     using R = value_t<softmax_node<Op, E>>;
-    array<R> x = lowered_array<R>(d, e.input());
+    array<R> x = array_on_device<R>(d, e.input());
     if (x.size() == 0) return x;
     std::uint32_t along = std::uint32_t(1) << e.axis;
     array<R> m = evaluate_on_device<R>(d, reduce_node<ops::reduce_max, array<R>>(x, along, true));
