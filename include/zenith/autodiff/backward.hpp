@@ -83,12 +83,12 @@ template <class C>
 inline constexpr bool differentiable_v = floating_element<value_t<C>>;
 
 template <class C>
-inline constexpr bool is_map_node_v = false;
+inline constexpr bool elementwise_node_v = false;
 template <class Op, class... Cs>
-inline constexpr bool is_map_node_v<map_node<Op, Cs...>> = true;
+inline constexpr bool elementwise_node_v<map_node<Op, Cs...>> = true;
 // An elementwise node kept by memoize: elementwise too (it takes a broadcast cotangent as is).
 template <class C>
-inline constexpr bool is_map_node_v<reuse_node<C>> = is_map_node_v<C>;
+inline constexpr bool elementwise_node_v<reuse_node<C>> = elementwise_node_v<C>;
 
 // The cotangent of a child, in its element type. An elementwise child takes it as it is, even
 // when it is broadcast to a larger shape: the child's own partials broadcast along, and summing
@@ -98,7 +98,7 @@ inline constexpr bool is_map_node_v<reuse_node<C>> = is_map_node_v<C>;
 // chain of d ops would otherwise nest d sum_to nodes, each compiled into its own loop).
 template <class C, class G>
 auto to_child(C const& c, G&& ct) {
-  if constexpr (is_map_node_v<C>)
+  if constexpr (elementwise_node_v<C>)
     return zenith::detail::convert<value_t<C>>(std::forward<G>(ct));
   else
     return sum_to(zenith::detail::convert<value_t<C>>(std::forward<G>(ct)), c.shape());
@@ -341,7 +341,7 @@ template <class C>
 struct reverse<reuse_node<C>> {
   template <class G, class Sink>
   static void run(reuse_node<C> const& e, G&& ct, Sink& sink) {
-    if constexpr (detail::is_map_node_v<C>)
+    if constexpr (detail::elementwise_node_v<C>)
       reverse<C>::run_as(e, e.child(), std::forward<G>(ct), sink);  // its partials read e, kept
     else
       backward(e.child(), std::forward<G>(ct), sink);

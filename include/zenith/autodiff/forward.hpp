@@ -237,7 +237,7 @@ struct forward<shared_ref<C>> {
 template <class C>
 struct forward<reuse_node<C>> {
   static auto run(reuse_node<C> const& e, tangents const& ts) {
-    if constexpr (detail::is_map_node_v<C>)
+    if constexpr (detail::elementwise_node_v<C>)
       return forward<C>::run_as(e, e.child(), ts);  // its partials read e, kept
     else
       return tangent_of(e.child(), ts);

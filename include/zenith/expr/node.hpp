@@ -118,4 +118,9 @@ struct map_node : expr_base<map_node<Op, Cs...>> {
   }
 };
 
+template <class E>
+inline constexpr bool is_map_node_v = false;
+template <class Op, class... Cs>
+inline constexpr bool is_map_node_v<map_node<Op, Cs...>> = true;
+
 }  // namespace zenith

@@ -66,14 +66,6 @@ namespace detail {
 
 // Which node kind an expression type is.
 template <class E>
-inline constexpr bool is_map = false;
-template <class Op, class... Cs>
-inline constexpr bool is_map<map_node<Op, Cs...>> = true;
-template <class E>
-inline constexpr bool is_view = false;
-template <class V, class C>
-inline constexpr bool is_view<view_node<V, C>> = true;
-template <class E>
 inline constexpr bool is_reshape = false;
 template <class C>
 inline constexpr bool is_reshape<reshape_node<C>> = true;
@@ -321,10 +313,10 @@ value_id emit(recorder& r, E const& e) {
     return r.leaf(a);
   } else if constexpr (is_scalar_node_v<E>) {
     return g.add_literal(dtype_of<value_t<E>>(), double(compute_t<value_t<E>>(e.value)));
-  } else if constexpr (detail::is_map<E>) {
+  } else if constexpr (is_map_node_v<E>) {
     return detail::emit_map(r, e,
                             std::make_index_sequence<std::tuple_size_v<decltype(e.children)>>{});
-  } else if constexpr (detail::is_view<E>) {
+  } else if constexpr (is_view_node_v<E>) {
     return detail::emit_view(r, e);
   } else if constexpr (is_reduce_node_v<E>) {
     return detail::emit_reduce(r, e);

@@ -179,6 +179,11 @@ struct view_node : expr_base<view_node<View, C>> {
   }
 };
 
+template <class E>
+inline constexpr bool is_view_node_v = false;
+template <class V, class C>
+inline constexpr bool is_view_node_v<view_node<V, C>> = true;
+
 // Reverses all axes.
 template <expression E>
 auto transpose(E&& e) {

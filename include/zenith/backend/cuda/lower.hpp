@@ -72,15 +72,6 @@ struct operand_types<E> {
 namespace detail {
 
 template <class E>
-inline constexpr bool is_map = false;
-template <class Op, class... Cs>
-inline constexpr bool is_map<map_node<Op, Cs...>> = true;
-template <class E>
-inline constexpr bool is_view = false;
-template <class V, class C>
-inline constexpr bool is_view<view_node<V, C>> = true;
-
-template <class E>
 constexpr bool lowerable_v();
 template <class Tuple>
 inline constexpr bool all_lowerable = false;
@@ -91,7 +82,7 @@ template <class E>
 constexpr bool lowerable_v() {
   if constexpr (is_array_v<E> || is_scalar_node_v<E>)
     return true;
-  else if constexpr (is_map<E> || is_view<E>)
+  else if constexpr (is_map_node_v<E> || is_view_node_v<E>)
     return all_lowerable<typename operand_types<E>::type>;
   else if constexpr (requires { typename decomposed_t<E>; })
     return lowerable_v<decomposed_t<E>>();
@@ -124,7 +115,7 @@ template <class E>
 constexpr bool has_value_on_device() {
   if constexpr (is_array_v<E>)
     return true;
-  else if constexpr (detail::is_map<E> || detail::is_view<E> || is_scalar_node_v<E>)
+  else if constexpr (is_map_node_v<E> || is_view_node_v<E> || is_scalar_node_v<E>)
     return false;
   else if constexpr (requires { typename decomposed_t<E>; })
     return has_value_on_device<decomposed_t<E>>();
@@ -293,7 +284,7 @@ void plan_into(device_plan& p, device d, E const& e) {
     plan_leaf(p, d, e, false);
   } else if constexpr (is_scalar_node_v<E>) {
     p.add_literal(e.value);
-  } else if constexpr (is_map<E>) {
+  } else if constexpr (is_map_node_v<E>) {
     zenith::shape s = e.shape();
     zenith::detail::apply(
         [&](auto const&... c) {
@@ -308,7 +299,7 @@ void plan_into(device_plan& p, device d, E const& e) {
         e.children);
     p.add_op(E::op_type::cuda, device_type<compute_t<value_t<E>>>(),
              std::tuple_size_v<decltype(e.children)>);
-  } else if constexpr (is_view<E>) {
+  } else if constexpr (is_view_node_v<E>) {
     std::size_t first = p.leaves();
     plan_into(p, d, e.child);
     p.apply(e.view.map(e.child.shape()), first);
