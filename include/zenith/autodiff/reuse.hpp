@@ -141,7 +141,7 @@ struct reuse_eval {
           unit = unit && leaf.stride[0] == 1;
           row = row && (leaf.stride[0] == 1 || leaf.stride[0] == 0);
         });
-        if (unit)
+        if (unit && !costly_batch_v<Ev>)
           j = fill<row_access::unit>(v, p);
         else if (row)
           j = fill<row_access::unit_or_broadcast>(v, p);
@@ -160,6 +160,9 @@ struct reuse_eval {
     return j;
   }
 };
+
+template <class T, class Ev>
+inline constexpr bool costly_batch_v<reuse_eval<T, Ev>> = costly_batch_v<Ev>;
 
 template <class E>
 struct evaluator_for<reuse_node<E>> {

@@ -263,6 +263,20 @@ struct map_eval_members<Op, std::index_sequence<I...>, Es...> {
 template <class Op, class... Es>
 struct map_eval : map_eval_members<Op, std::index_sequence_for<Es...>, Es...> {};
 
+// Whether one batch of Ev runs a costly op (a transcendental: Op::costly in expr/ops.hpp). Each
+// copy of such a body inlines the ops' whole SIMD kernels (hundreds of instructions for sin or
+// tanh), and the body is long enough to keep the core busy alone: an elementwise loop or a
+// reduction over it is compiled once per iteration rather than unrolled, for one kind of row
+// access. (The gradients' grouped stores keep both: there the unrolled loads measured faster.)
+// Evaluators that inline a child's batch are costly when their child is.
+template <class Ev>
+inline constexpr bool costly_batch_v = false;
+template <class Op, class... Es>
+inline constexpr bool costly_batch_v<map_eval<Op, Es...>> = requires {
+  requires Op::costly;
+}
+|| (costly_batch_v<Es> || ...);
+
 // The xsimd lane type of an evaluator: its compute type, except that a bool-valued node (a
 // comparison) computes batch_bool masks of its operands' lane type.
 template <class Ev>
@@ -408,6 +422,9 @@ struct row_constant_eval {
     return Ev::template vectorizable<Lane>();
   }
 };
+
+template <class Ev>
+inline constexpr bool costly_batch_v<row_constant_eval<Ev>> = costly_batch_v<Ev>;
 
 // Whether an evaluator's scalar(j) and simd(j) take any j of the row it started: true of the
 // evaluators built from leaves and elementwise ops, not of one that reads a piece of a group

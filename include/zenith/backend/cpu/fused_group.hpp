@@ -298,7 +298,9 @@ struct store_part {
     row_writer row() const { return {ev, out}; }
   };
 };
-struct no_store_part {};
+struct no_store_part {
+  using Ev = leaf_eval<float>;  // stands for no evaluator (not costly_batch_v)
+};
 
 // A whole-array sum or mean of e, written to out[0] when the group finishes; with a store_part S,
 // also S's elementwise output.
@@ -398,13 +400,15 @@ class reduce_loop final : public fused_group::loop {
     auto& acc = blocks_[std::size_t(lo / group_block)];
     if (lo % group_block == 0) acc = {};
     bool simd = can_simd && simd_enabled();
-    if constexpr (can_simd) {
+    // Every leaf's stride is 1 or 0 (prepare()); with 1 only, a costly body gains nothing from
+    // the plain loads that is worth a second copy of it (costly_batch_v).
+    if constexpr (can_simd && !costly_batch_v<Ev> && !costly_batch_v<typename S::Ev>) {
       if (simd && unit_)
-        return red::accumulate_a<Op, K, true, true>(acc, ev, g_, idx.data(), lo, hi, true,
-                                                    side<row_access::unit>());
+        return red::accumulate_a<Op, K, true, row_access::unit>(acc, ev, g_, idx.data(), lo, hi,
+                                                                true, side<row_access::unit>());
     }
-    red::accumulate_a<Op, K, can_simd, false>(acc, ev, g_, idx.data(), lo, hi, simd,
-                                              side<row_access::unit_or_broadcast>());
+    red::accumulate_a<Op, K, can_simd, row_access::unit_or_broadcast>(
+        acc, ev, g_, idx.data(), lo, hi, simd, side<row_access::unit_or_broadcast>());
   }
 
   // What accumulate_a writes beside the sum: the store part through row access Acc, or nothing.

@@ -145,7 +145,7 @@ inline constexpr bool fused_simd_v =
 // ... of the caller's j0, scalar tail after), so callers keep results independent of how a row
 // is split between threads by starting pieces of a row only at multiples of `grain` (a multiple
 // of every batch width).
-template <row_access A, class T, class Ev>
+template <row_access A, bool Unroll = true, class T, class Ev>
 inline void run_row(T* __restrict out, std::int64_t ds, Ev const& ev, std::int64_t j,
                     std::int64_t j_end, bool simd) {
   using C = typename Ev::compute_type;
@@ -164,16 +164,19 @@ inline void run_row(T* __restrict out, std::int64_t ds, Ev const& ev, std::int64
           }
         }
       } else if constexpr (A != row_access::strided && std::is_same_v<T, C>) {
-        // Unit strides everywhere (ds == 1): four independent batches per iteration.
-        for (; j + 4 * W <= j_end; j += 4 * W) {
-          auto b0 = ev.template simd<A>(j);
-          auto b1 = ev.template simd<A>(j + W);
-          auto b2 = ev.template simd<A>(j + 2 * W);
-          auto b3 = ev.template simd<A>(j + 3 * W);
-          b0.store_unaligned(out + j);
-          b1.store_unaligned(out + j + W);
-          b2.store_unaligned(out + j + 2 * W);
-          b3.store_unaligned(out + j + 3 * W);
+        // Unit strides everywhere (ds == 1): four independent batches per iteration, unless
+        // the caller compiles the body once (Unroll false).
+        if constexpr (Unroll) {
+          for (; j + 4 * W <= j_end; j += 4 * W) {
+            auto b0 = ev.template simd<A>(j);
+            auto b1 = ev.template simd<A>(j + W);
+            auto b2 = ev.template simd<A>(j + 2 * W);
+            auto b3 = ev.template simd<A>(j + 3 * W);
+            b0.store_unaligned(out + j);
+            b1.store_unaligned(out + j + W);
+            b2.store_unaligned(out + j + 2 * W);
+            b3.store_unaligned(out + j + 3 * W);
+          }
         }
         for (; j + W <= j_end; j += W) ev.template simd<A>(j).store_unaligned(out + j);
       } else {
@@ -214,7 +217,7 @@ void run_range(dest_view<T> const& dst, Ev& ev, loop_space const& ls, std::int64
     ev.start_row(idx.data(), r);
     std::int64_t off = 0;
     for (std::size_t k = 0; k + 1 < r; ++k) off += idx[k] * dst.stride[k];
-    run_row<A>(dst.base + off, ds, ev, j, j_end, simd);
+    run_row<A, !costly_batch_v<Ev>>(dst.base + off, ds, ev, j, j_end, simd);
     lo += j_end - j;
     j = 0;
     for (std::size_t k = r - 1; k-- > 0;) {
@@ -277,7 +280,8 @@ void fused_range(fused_call const& c, void* ev, bool copy, std::int64_t lo, std:
   dest_view<T> dst{static_cast<T*>(c.base), c.stride};
   if constexpr (fused_simd_v<T, Ev>) {
     if (c.simd && c.unit) {
-      if (c.broadcast) return run_range<row_access::unit_or_broadcast>(dst, e, c.ls, lo, hi, true);
+      if (c.broadcast || costly_batch_v<Ev>)
+        return run_range<row_access::unit_or_broadcast>(dst, e, c.ls, lo, hi, true);
       return run_range<row_access::unit>(dst, e, c.ls, lo, hi, true);
     }
   }

@@ -69,7 +69,8 @@ void accumulate_scalar(typename K::state& s, Ev& ev, geometry const& g, std::int
 // flat indices into the reduced sub-space. Acc is a block_acc, with batches when Simd (used when
 // simd). side.row() gets every element the reduction reads, a batch where the reduction reads a
 // batch.
-template <class Op, class K, bool Simd, bool Unit, class Ev, class Acc, class Side = no_side_store>
+template <class Op, class K, bool Simd, row_access RA, class Ev, class Acc,
+          class Side = no_side_store>
 void accumulate_a(Acc& acc, Ev& ev, geometry const& g, std::int64_t* idx, std::int64_t lo,
                   std::int64_t hi, bool simd, Side&& side = {}) {
   using A = typename Ev::compute_type;
@@ -83,24 +84,41 @@ void accumulate_a(Acc& acc, Ev& ev, geometry const& g, std::int64_t* idx, std::i
         auto sd = side.row();
         sd.start_row(idx, g.n);
         acc.used = acc.used || j + W <= je;
-        // Local copies: the captured accumulators live in memory, and GCC does not inline this
-        // lambda, so accumulating into them directly costs a load and a store per batch.
-        B b0 = acc.a0, b1 = acc.a1, b2 = acc.a2, b3 = acc.a3;
-        for (; j + 4 * W <= je; j += 4 * W) {
-          b0 = Op::simd(b0, ev.template simd<unit_access<Unit>>(j));
-          b1 = Op::simd(b1, ev.template simd<unit_access<Unit>>(j + W));
-          b2 = Op::simd(b2, ev.template simd<unit_access<Unit>>(j + 2 * W));
-          b3 = Op::simd(b3, ev.template simd<unit_access<Unit>>(j + 3 * W));
-          sd.batch(j);
-          sd.batch(j + W);
-          sd.batch(j + 2 * W);
-          sd.batch(j + 3 * W);
+        if constexpr (costly_batch_v<Ev> &&
+                      std::is_same_v<std::remove_cvref_t<Side>, no_side_store>) {
+          // One copy of the batch's body (costly_batch_v; a group's loop with a side store keeps
+          // the unrolled one), adding into the same accumulators in the same order as the
+          // unrolled loop below: batch i of each run of four whole ones into a_i, the rest into
+          // a0.
+          B a[4] = {acc.a0, acc.a1, acc.a2, acc.a3};
+          std::int64_t batches = (je - j) / W, grouped = batches / 4 * 4;
+#pragma GCC unroll 1
+          for (std::int64_t i = 0; i < batches; ++i, j += W) {
+            B v = ev.template simd<RA>(j);
+            B& to = a[i < grouped ? i % 4 : 0];
+            to = Op::simd(to, v);
+          }
+          acc.a0 = a[0], acc.a1 = a[1], acc.a2 = a[2], acc.a3 = a[3];
+        } else {
+          // Local copies: the captured accumulators live in memory, and GCC does not inline
+          // this lambda, so accumulating into them directly costs a load and a store per batch.
+          B b0 = acc.a0, b1 = acc.a1, b2 = acc.a2, b3 = acc.a3;
+          for (; j + 4 * W <= je; j += 4 * W) {
+            b0 = Op::simd(b0, ev.template simd<RA>(j));
+            b1 = Op::simd(b1, ev.template simd<RA>(j + W));
+            b2 = Op::simd(b2, ev.template simd<RA>(j + 2 * W));
+            b3 = Op::simd(b3, ev.template simd<RA>(j + 3 * W));
+            sd.batch(j);
+            sd.batch(j + W);
+            sd.batch(j + 2 * W);
+            sd.batch(j + 3 * W);
+          }
+          for (; j + W <= je; j += W) {
+            b0 = Op::simd(b0, ev.template simd<RA>(j));
+            sd.batch(j);
+          }
+          acc.a0 = b0, acc.a1 = b1, acc.a2 = b2, acc.a3 = b3;
         }
-        for (; j + W <= je; j += W) {
-          b0 = Op::simd(b0, ev.template simd<unit_access<Unit>>(j));
-          sd.batch(j);
-        }
-        acc.a0 = b0, acc.a1 = b1, acc.a2 = b2, acc.a3 = b3;
         for (; j < je; ++j) {
           K::push(acc.s, A(ev.scalar(j)), 0);
           sd.scalar(j);
@@ -151,7 +169,7 @@ typename K::state block_a(Ev& ev, geometry const& g, std::int64_t* idx, std::int
     return s;
   } else {
     block_acc<Op, K, A> acc;
-    accumulate_a<Op, K, Simd, Unit>(acc, ev, g, idx, lo, hi, g.simd);
+    accumulate_a<Op, K, Simd, unit_access<Unit>>(acc, ev, g, idx, lo, hi, g.simd);
     return acc.result();
   }
 }
