@@ -1,23 +1,16 @@
 #pragma once
-// What the autodiff layer reads off an op tag (expr/ops.hpp), in one place: whether the op is a
-// transcendental worth keeping, and which of its operands take a derivative.
+// What the autodiff layer reads off an op tag (expr/ops.hpp), in one place: which of its
+// operands take a derivative (whether the op is a transcendental worth keeping is costly_op, in
+// expr/op_support.hpp, which the CPU loops read too).
 #include <cstddef>
 #include <tuple>
 #include <type_traits>
 
 #include "../core/dtype.hpp"
 #include "../core/expr_base.hpp"
+#include "../expr/op_support.hpp"
 
 namespace zenith::autodiff {
-
-// Whether op tag Op is marked `costly` (a transcendental: exp, log, sin, pow, ...).
-template <class Op>
-constexpr bool costly_op() {
-  if constexpr (requires { Op::costly; })
-    return Op::costly;
-  else
-    return false;
-}
 
 // Whether operand J of Op applied to operands Cs... takes a derivative: Op does not mark it
 // non-differentiable (`nondiff_operands`: where's condition), its elements are floating, and it

@@ -40,13 +40,6 @@
 namespace zenith::autodiff::staged {
 
 template <class Op>
-constexpr bool costly() {
-  if constexpr (requires { Op::costly; })
-    return Op::costly;
-  else
-    return false;
-}
-template <class Op>
 constexpr bool piecewise_constant() {
   if constexpr (requires { Op::piecewise_constant; })
     return Op::piecewise_constant;
@@ -218,7 +211,7 @@ requires(zenith::detail::staged_node<map_node<Op, Cs...>>()) struct eval<map_nod
   using S = typename node::static_shape;
   using kids_t = std::tuple<eval<Cs, Ctx>...>;
   using Y = decltype(Op::apply(std::declval<eval<Cs, Ctx>&>().value(0)...));
-  static constexpr bool keep = costly<Op>();
+  static constexpr bool keep = costly_op<Op>();
 
   // A staged child of one element under a larger node (a rank-0 argument, a total sum,
   // broadcast): its adjoint is summed here over the loop and passed once in finish(), so the

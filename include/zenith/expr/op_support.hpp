@@ -124,6 +124,15 @@ constexpr std::size_t op_arity() {
     return 3;
 }
 
+// Whether op tag Op is marked `costly` (a transcendental: exp, log, sin, pow, ...).
+template <class Op>
+constexpr bool costly_op() {
+  if constexpr (requires { Op::costly; })
+    return Op::costly;
+  else
+    return false;
+}
+
 // Whether an op's simd() takes operand i as a mask (xsimd::batch_bool, from a comparison):
 // bit i of Op::mask_operands. A bool operand anywhere else makes the evaluator take the scalar
 // path for that expression.

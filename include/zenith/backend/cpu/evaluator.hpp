@@ -20,6 +20,7 @@
 #include "../../core/apply.hpp"
 #include "../../core/array.hpp"
 #include "../../expr/node.hpp"  // and xsimd, through expr/ops.hpp
+#include "../../expr/op_support.hpp"
 #include "../../expr/reshape.hpp"
 #include "../../expr/views.hpp"
 
@@ -272,10 +273,8 @@ struct map_eval : map_eval_members<Op, std::index_sequence_for<Es...>, Es...> {}
 template <class Ev>
 inline constexpr bool costly_batch_v = false;
 template <class Op, class... Es>
-inline constexpr bool costly_batch_v<map_eval<Op, Es...>> = requires {
-  requires Op::costly;
-}
-|| (costly_batch_v<Es> || ...);
+inline constexpr bool costly_batch_v<map_eval<Op, Es...>> = costly_op<Op>() ||
+                                                            (costly_batch_v<Es> || ...);
 
 // The xsimd lane type of an evaluator: its compute type, except that a bool-valued node (a
 // comparison) computes batch_bool masks of its operands' lane type.
