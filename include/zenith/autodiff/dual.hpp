@@ -205,14 +205,6 @@ ZENITH_FIXED_INLINE typename D::lane_array axpby_lanes(PA const& pa,
       [&](auto const& x, auto const& y) ZENITH_FIXED_LAMBDA { return sa * x + sb * y; }, a, b);
 }
 
-template <class Op>
-constexpr bool dual_piecewise_constant() {
-  if constexpr (requires { Op::piecewise_constant; })
-    return Op::piecewise_constant;
-  else
-    return false;
-}
-
 // Ops whose value and derivative a dual of float or double takes together from
 // ops::value_and_partial (computed in double).
 template <class Op, class T>
@@ -227,7 +219,7 @@ template <class Op, class T, std::size_t N>
 ZENITH_FIXED_INLINE dual<T, N> dual_unary(dual<T, N> const& x) {
   using D = dual<T, N>;
   // The lanes first, the value over them (a packed dual's value lane).
-  if constexpr (dual_piecewise_constant<Op>()) {
+  if constexpr (piecewise_constant_op<Op>()) {
     return D(T(Op::apply(x.value())));
   } else if constexpr (joint_value_and_partial<Op, T>) {
     auto const [y, p] = ops::value_and_partial<Op>::scalar(double(x.value()));
@@ -252,7 +244,7 @@ ZENITH_FIXED_INLINE D dual_binary(A const& a, B const& b) {
   using T = typename D::value_type;
   T const av = static_cast<T>(primal(a));
   T const bv = static_cast<T>(primal(b));
-  if constexpr (dual_piecewise_constant<Op>()) {
+  if constexpr (piecewise_constant_op<Op>()) {
     return D(T(Op::apply(av, bv)));
   } else {
     D r;

@@ -261,19 +261,11 @@ ZENITH_FIXED_INLINE rvar<T> rvar_unary_node(T const& y, std::uint32_t a, T const
   return rvar<T>::from_node(y, rtape<T>().push(a, pa));
 }
 
-template <class Op>
-constexpr bool rvar_piecewise_constant() {
-  if constexpr (requires { Op::piecewise_constant; })
-    return Op::piecewise_constant;
-  else
-    return false;
-}
-
 // A unary op on an rvar, from its tag: value Op::apply(x), partial Op::partial<0>(y, x).
 template <class Op, class T>
 ZENITH_FIXED_INLINE rvar<T> rvar_unary(rvar<T> const& x) {
   T const y = static_cast<T>(Op::apply(x.v));
-  if constexpr (rvar_piecewise_constant<Op>()) {
+  if constexpr (piecewise_constant_op<Op>()) {
     return rvar<T>(y);
   } else {
     if (x.i == rvar_none) return rvar<T>(y);
@@ -289,7 +281,7 @@ ZENITH_FIXED_INLINE rvar<T> rvar_binary(A const& a, B const& b) {
   T const av = static_cast<T>(rprimal(a));
   T const bv = static_cast<T>(rprimal(b));
   T const y = static_cast<T>(Op::apply(av, bv));
-  if constexpr (rvar_piecewise_constant<Op>()) {
+  if constexpr (piecewise_constant_op<Op>()) {
     return rvar<T>(y);
   } else {
     std::uint32_t const ia = rindex(a), ib = rindex(b);

@@ -35,17 +35,11 @@
 #include "../core/apply.hpp"
 #include "../expr/fixed_ops.hpp"
 #include "../expr/node.hpp"
+#include "../expr/op_support.hpp"
 #include "../expr/staged.hpp"
 
 namespace zenith::autodiff::staged {
 
-template <class Op>
-constexpr bool piecewise_constant() {
-  if constexpr (requires { Op::piecewise_constant; })
-    return Op::piecewise_constant;
-  else
-    return false;
-}
 template <class Op>
 constexpr bool takes_gradient(std::size_t k) {
   if constexpr (requires { Op::nondiff_operands; })
@@ -297,7 +291,7 @@ requires(zenith::detail::staged_node<map_node<Op, Cs...>>()) struct eval<map_nod
   }
   template <class A>
   ZENITH_FIXED_INLINE void back(std::size_t i, A const& a) {
-    if constexpr (!piecewise_constant<Op>()) {
+    if constexpr (!piecewise_constant_op<Op>()) {
       [&]<std::size_t... K>(std::index_sequence<K...>) ZENITH_FIXED_LAMBDA {
         auto const xs = std::make_tuple(std::get<K>(kids).again(at<K>(i))...);
         Y const y = [&]() ZENITH_FIXED_LAMBDA {
@@ -334,7 +328,7 @@ requires(zenith::detail::staged_node<map_node<Op, Cs...>>()) struct eval<map_nod
   template <std::size_t K>
   ZENITH_FIXED_INLINE void finish_kid() {
     using C = std::tuple_element_t<K, std::tuple<Cs...>>;
-    if constexpr (gathers<C>() && takes_gradient<Op>(K) && !piecewise_constant<Op>())
+    if constexpr (gathers<C>() && takes_gradient<Op>(K) && !piecewise_constant_op<Op>())
       std::get<K>(kids).back(0, std::get<K>(gathered));
     std::get<K>(kids).finish();
   }

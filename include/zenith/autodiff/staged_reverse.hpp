@@ -53,7 +53,7 @@ struct walk<map_node<Op, Cs...>> {
   }
   template <std::size_t Slot>
   static constexpr bool once() {
-    if constexpr (piecewise_constant<Op>() || reads<Slot>() != 1) {
+    if constexpr (piecewise_constant_op<Op>() || reads<Slot>() != 1) {
       return false;
     } else {
       return [&]<std::size_t... K>(std::index_sequence<K...>) {

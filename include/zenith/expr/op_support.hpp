@@ -133,6 +133,16 @@ constexpr bool costly_op() {
     return false;
 }
 
+// Whether op tag Op is marked `piecewise_constant` (floor, ceil, round: a zero derivative almost
+// everywhere, so derivative rules skip it).
+template <class Op>
+constexpr bool piecewise_constant_op() {
+  if constexpr (requires { Op::piecewise_constant; })
+    return Op::piecewise_constant;
+  else
+    return false;
+}
+
 // Whether an op's simd() takes operand i as a mask (xsimd::batch_bool, from a comparison):
 // bit i of Op::mask_operands. A bool operand anywhere else makes the evaluator take the scalar
 // path for that expression.
