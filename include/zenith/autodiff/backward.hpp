@@ -132,7 +132,7 @@ struct reverse<map_node<Op, Cs...>> {
   template <class Y, class G, class Sink>
   static void run_as(Y const& y, map_node<Op, Cs...> const& e, G&& ct, Sink& sink) {
     using Gv = std::remove_cvref_t<G>;
-    if constexpr (requires { Op::piecewise_constant; }) {
+    if constexpr (piecewise_constant_op<Op>()) {
       // Zero almost everywhere: no cotangent flows (as in JAX).
     } else if constexpr (takers >= 2 && costly_v<Gv> && std::is_floating_point_v<value_t<Gv>>) {
       // Every operand's cotangent would recompute ct's transcendentals: evaluate ct once.

@@ -109,7 +109,7 @@ struct forward<map_node<Op, Cs...>> {
   // With y standing for e's value in the partials (see reverse<map_node>::run_as).
   template <class Y>
   static auto run_as(Y const& y, E const& e, tangents const& ts) {
-    if constexpr (requires { Op::piecewise_constant; }) {
+    if constexpr (piecewise_constant_op<Op>()) {
       return detail::constant_zero_tangent(e);
     } else {
       auto terms = [&]<std::size_t... I>(std::index_sequence<I...>) {

@@ -121,7 +121,7 @@ partial partial_of(graph& g, value_id y, std::vector<value_id> const& xs, zenith
 
 template <class Op, std::size_t J>
 constexpr bool takes_derivative() {
-  if constexpr (requires { Op::piecewise_constant; })
+  if constexpr (piecewise_constant_op<Op>())
     return false;
   else if constexpr (requires { Op::nondiff_operands; })
     return !((Op::nondiff_operands >> J) & 1u);
