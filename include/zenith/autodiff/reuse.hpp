@@ -82,9 +82,12 @@ struct reuse_eval {
   void start_row(std::int64_t const* idx, std::size_t r) {
     piece = nullptr;
     if (!child) return stored.start_row(idx, r);
-    auto const& p = detail::current_piece();
-    if (p.active && r == 1) return read_piece(p, idx);  // a group's rows are single rows
-    child->start_row(idx, r);
+    auto& p = detail::current_piece();
+    if (p.active && r == 1)  // a group's rows are single rows
+      read_piece(p, idx);
+    else
+      child->start_row(idx, r);
+    if (!piece) p.recomputes = true;
   }
   T scalar(std::int64_t j) const {
     if (piece) return piece[j - piece_lo];
@@ -93,7 +96,9 @@ struct reuse_eval {
   template <row_access A>
   [[gnu::always_inline]] xsimd::batch<T> simd(std::int64_t j) const {
     if (piece) return xsimd::batch<T>::load_unaligned(piece + (j - piece_lo));
-    if (child) return recompute<A>(j);
+    if constexpr (!kept_access(A)) {  // a kept_ access is taken only where nothing recomputes
+      if (child) return recompute<A>(j);
+    }
     return stored.template simd<A>(j);
   }
   template <class Lane>
@@ -163,6 +168,8 @@ struct reuse_eval {
 
 template <class T, class Ev>
 inline constexpr bool costly_batch_v<reuse_eval<T, Ev>> = costly_batch_v<Ev>;
+template <class T, class Ev>
+inline constexpr bool costly_kept_v<reuse_eval<T, Ev>> = false;
 
 template <class E>
 struct evaluator_for<reuse_node<E>> {

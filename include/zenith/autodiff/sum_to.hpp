@@ -108,6 +108,8 @@ template <class ChildEv, class T>
 inline constexpr bool any_position_v<sum_to_eval<ChildEv, T>> = any_position_v<ChildEv>;
 template <class ChildEv, class T>
 inline constexpr bool costly_batch_v<sum_to_eval<ChildEv, T>> = costly_batch_v<ChildEv>;
+template <class ChildEv, class T>
+inline constexpr bool costly_kept_v<sum_to_eval<ChildEv, T>> = costly_kept_v<ChildEv>;
 
 template <class E>
 inline constexpr bool is_sum_to_node_v = false;

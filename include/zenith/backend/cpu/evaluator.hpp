@@ -121,10 +121,19 @@ inline bool restride(zenith::shape const& old_s, std::array<std::int64_t, max_ra
 // What a loop knows of its leaves' inner strides, for simd<A>(j): nothing (strided), that every
 // one is 1 (unit), or that every one is 1 or 0 (unit_or_broadcast: a broadcast value, such as a
 // sum's cotangent, costs one predictable branch per batch instead of sending the whole loop down
-// the strided path).
-enum class row_access { strided, unit, unit_or_broadcast };
+// the strided path). The kept_ forms read leaves as unit or unit_or_broadcast do, and every
+// reuse_node's values from its group piece (autodiff/reuse.hpp), never recomputing them: a
+// gradient's grouped loop whose only costly ops are kept values then compiles as a cheap body.
+enum class row_access { strided, unit, unit_or_broadcast, kept_unit, kept_unit_or_broadcast };
 template <bool Unit>
 inline constexpr row_access unit_access = Unit ? row_access::unit : row_access::strided;
+// How A reads a leaf.
+constexpr row_access leaf_access(row_access a) {
+  if (a == row_access::kept_unit) return row_access::unit;
+  if (a == row_access::kept_unit_or_broadcast) return row_access::unit_or_broadcast;
+  return a;
+}
+constexpr bool kept_access(row_access a) { return a != leaf_access(a); }
 
 // A strided read of T elements: the one kind of leaf.
 template <class T>
@@ -185,8 +194,8 @@ struct leaf_eval {
   auto simd(std::int64_t j) const {
     using B = xsimd::batch<compute_type>;
     if constexpr (std::is_same_v<T, compute_type>) {
-      if constexpr (A == row_access::unit) return B::load_unaligned(row + j);
-      if constexpr (A == row_access::unit_or_broadcast)
+      if constexpr (leaf_access(A) == row_access::unit) return B::load_unaligned(row + j);
+      if constexpr (leaf_access(A) == row_access::unit_or_broadcast)
         return inner ? B::load_unaligned(row + j) : B(*row);
       if (inner == 1) return B::load_unaligned(row + j);
       if (inner == 0) return B(*row);
@@ -268,13 +277,18 @@ struct map_eval : map_eval_members<Op, std::index_sequence_for<Es...>, Es...> {}
 // copy of such a body inlines the ops' whole SIMD kernels (hundreds of instructions for sin or
 // tanh), and the body is long enough to keep the core busy alone: an elementwise loop or a
 // reduction over it is compiled once per iteration rather than unrolled, for one kind of row
-// access. (The gradients' grouped stores keep both: there the unrolled loads measured faster.)
-// Evaluators that inline a child's batch are costly when their child is.
+// access. Evaluators that inline a child's batch are costly when their child is.
 template <class Ev>
 inline constexpr bool costly_batch_v = false;
 template <class Op, class... Es>
 inline constexpr bool costly_batch_v<map_eval<Op, Es...>> = costly_op<Op>() ||
                                                             (costly_batch_v<Es> || ...);
+// The same under a kept_ row access, where a reuse_node's batch is a load (reuse.hpp).
+template <class Ev>
+inline constexpr bool costly_kept_v = costly_batch_v<Ev>;
+template <class Op, class... Es>
+inline constexpr bool costly_kept_v<map_eval<Op, Es...>> = costly_op<Op>() ||
+                                                           (costly_kept_v<Es> || ...);
 
 // The xsimd lane type of an evaluator: its compute type, except that a bool-valued node (a
 // comparison) computes batch_bool masks of its operands' lane type.
@@ -424,6 +438,8 @@ struct row_constant_eval {
 
 template <class Ev>
 inline constexpr bool costly_batch_v<row_constant_eval<Ev>> = costly_batch_v<Ev>;
+template <class Ev>
+inline constexpr bool costly_kept_v<row_constant_eval<Ev>> = costly_kept_v<Ev>;
 
 // Whether an evaluator's scalar(j) and simd(j) take any j of the row it started: true of the
 // evaluators built from leaves and elementwise ops, not of one that reads a piece of a group

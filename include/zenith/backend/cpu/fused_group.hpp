@@ -203,6 +203,16 @@ std::optional<bool> coalesce_to_row(Ev& ev, zenith::shape const& s) {
   return unit;
 }
 
+// Starts ev's row of a group piece; true when no reuse_node below it recomputes its values there
+// (they are all read from the piece: a kept_ row access may run the loop).
+template <class Ev>
+bool start_kept(Ev& ev, std::int64_t const* idx) {
+  auto& p = current_piece();
+  p.recomputes = false;
+  ev.start_row(idx, 1);
+  return !p.recomputes;
+}
+
 // out[i] = e[i], for i in the block.
 template <class T, class E>
 class store_loop final : public fused_group::loop {
@@ -249,11 +259,21 @@ class store_loop final : public fused_group::loop {
   [[gnu::flatten]] static void run_piece(Ev& ev, T* out, bool unit, std::int64_t lo,
                                          std::int64_t hi) {
     std::array<std::int64_t, max_rank> idx{};
-    ev.start_row(idx.data(), 1);
+    bool const kept = start_kept(ev, idx.data());
     if constexpr (fused_simd_v<T, Ev>) {
       if (simd_enabled()) {
-        if (unit) return run_row<row_access::unit>(out, 1, ev, lo, hi, true);
-        return run_row<row_access::unit_or_broadcast>(out, 1, ev, lo, hi, true);
+        // A costly body is compiled once, rolled, for one row access (costly_batch_v), unless
+        // its costly values are all kept ones, read from the piece (costly_kept_v).
+        if constexpr (!costly_batch_v<Ev>) {
+          if (unit) return run_row<row_access::unit>(out, 1, ev, lo, hi, true);
+          return run_row<row_access::unit_or_broadcast>(out, 1, ev, lo, hi, true);
+        } else {
+          if constexpr (!costly_kept_v<Ev>) {
+            if (kept && unit) return run_row<row_access::kept_unit>(out, 1, ev, lo, hi, true);
+            if (kept) return run_row<row_access::kept_unit_or_broadcast>(out, 1, ev, lo, hi, true);
+          }
+          return run_row<row_access::unit_or_broadcast, false>(out, 1, ev, lo, hi, true);
+        }
       }
     }
     run_row<row_access::strided>(out, 1, ev, lo, hi, false);
@@ -286,6 +306,7 @@ struct store_part {
   // store.
   template <row_access A>
   struct cursor {
+    using evaluator = Ev;
     Ev const& ev;
     Tc* out;
     struct row_writer {

@@ -37,6 +37,9 @@ struct group_piece {
   std::uint64_t pass = 0;  // which run of which group: tells stale scratch apart
   std::int64_t lo = 0, hi = 0;
   bool active = false;
+  // Set by a reuse_node's evaluator that starts a row without its values in the piece (it then
+  // recomputes them), so that a loop knows when a kept_ row access would be wrong.
+  bool recomputes = false;
 };
 
 inline group_piece& current_piece() {

@@ -47,6 +47,13 @@ struct no_side_store {
   void scalar(std::int64_t) {}
 };
 
+// Whether a side store's batch runs a costly op (its cursor names its evaluator).
+template <class Side>
+inline constexpr bool costly_side_v = false;
+template <class Side>
+requires requires { typename Side::evaluator; }
+inline constexpr bool costly_side_v<Side> = costly_batch_v<typename Side::evaluator>;
+
 // accumulate_a's scalar path, into state s: one instantiation per evaluator whichever loop
 // variant calls it.
 template <class Op, class K, class Ev, class Side>
@@ -84,12 +91,10 @@ void accumulate_a(Acc& acc, Ev& ev, geometry const& g, std::int64_t* idx, std::i
         auto sd = side.row();
         sd.start_row(idx, g.n);
         acc.used = acc.used || j + W <= je;
-        if constexpr (costly_batch_v<Ev> &&
-                      std::is_same_v<std::remove_cvref_t<Side>, no_side_store>) {
-          // One copy of the batch's body (costly_batch_v; a group's loop with a side store keeps
-          // the unrolled one), adding into the same accumulators in the same order as the
-          // unrolled loop below: batch i of each run of four whole ones into a_i, the rest into
-          // a0.
+        if constexpr (costly_batch_v<Ev> || costly_side_v<std::remove_cvref_t<Side>>) {
+          // One copy of the batch's body and of the side store's (costly_batch_v), adding into
+          // the same accumulators in the same order as the unrolled loop below: batch i of each
+          // run of four whole ones into a_i, the rest into a0.
           B a[4] = {acc.a0, acc.a1, acc.a2, acc.a3};
           std::int64_t batches = (je - j) / W, grouped = batches / 4 * 4;
 #pragma GCC unroll 1
@@ -97,6 +102,7 @@ void accumulate_a(Acc& acc, Ev& ev, geometry const& g, std::int64_t* idx, std::i
             B v = ev.template simd<RA>(j);
             B& to = a[i < grouped ? i % 4 : 0];
             to = Op::simd(to, v);
+            sd.batch(j);
           }
           acc.a0 = a[0], acc.a1 = a[1], acc.a2 = a[2], acc.a3 = a[3];
         } else {
