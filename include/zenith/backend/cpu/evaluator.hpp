@@ -122,8 +122,8 @@ inline bool restride(zenith::shape const& old_s, std::array<std::int64_t, max_ra
 // one is 1 (unit), or that every one is 1 or 0 (unit_or_broadcast: a broadcast value, such as a
 // sum's cotangent, costs one predictable branch per batch instead of sending the whole loop down
 // the strided path). The kept_ forms read leaves as unit or unit_or_broadcast do, and every
-// reuse_node's values from its group piece (autodiff/reuse.hpp), never recomputing them: a
-// gradient's grouped loop whose only costly ops are kept values then compiles as a cheap body.
+// reuse_node's values from its group piece or buffer (autodiff/reuse.hpp), never recomputing them:
+// a gradient's grouped loop whose only costly ops are kept values then compiles as a cheap body.
 enum class row_access { strided, unit, unit_or_broadcast, kept_unit, kept_unit_or_broadcast };
 template <bool Unit>
 inline constexpr row_access unit_access = Unit ? row_access::unit : row_access::strided;
@@ -134,6 +134,12 @@ constexpr row_access leaf_access(row_access a) {
   return a;
 }
 constexpr bool kept_access(row_access a) { return a != leaf_access(a); }
+// The kept_ form of a unit or unit_or_broadcast access.
+constexpr row_access kept_form(row_access a) {
+  if (a == row_access::unit) return row_access::kept_unit;
+  if (a == row_access::unit_or_broadcast) return row_access::kept_unit_or_broadcast;
+  return a;
+}
 
 // A strided read of T elements: the one kind of leaf.
 template <class T>

@@ -203,16 +203,6 @@ std::optional<bool> coalesce_to_row(Ev& ev, zenith::shape const& s) {
   return unit;
 }
 
-// Starts ev's row of a group piece; true when no reuse_node below it recomputes its values there
-// (they are all read from the piece: a kept_ row access may run the loop).
-template <class Ev>
-bool start_kept(Ev& ev, std::int64_t const* idx) {
-  auto& p = current_piece();
-  p.recomputes = false;
-  ev.start_row(idx, 1);
-  return !p.recomputes;
-}
-
 // out[i] = e[i], for i in the block.
 template <class T, class E>
 class store_loop final : public fused_group::loop {

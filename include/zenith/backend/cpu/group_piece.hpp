@@ -37,14 +37,25 @@ struct group_piece {
   std::uint64_t pass = 0;  // which run of which group: tells stale scratch apart
   std::int64_t lo = 0, hi = 0;
   bool active = false;
-  // Set by a reuse_node's evaluator that starts a row without its values in the piece (it then
-  // recomputes them), so that a loop knows when a kept_ row access would be wrong.
+  // Set by a reuse_node's evaluator that starts a row without its values in the piece or its
+  // buffer (it then recomputes them), in a group pass or not, so that a loop knows when a kept_
+  // row access would be wrong (start_kept).
   bool recomputes = false;
 };
 
 inline group_piece& current_piece() {
   thread_local group_piece p;
   return p;
+}
+
+// Starts ev's row; true when no reuse_node below it recomputes its values there (they are all
+// read from the piece or from the node's buffer: a kept_ row access may run the loop).
+template <class Ev>
+bool start_kept(Ev& ev, std::int64_t const* idx, std::size_t r = 1) {
+  auto& p = current_piece();
+  p.recomputes = false;
+  ev.start_row(idx, r);
+  return !p.recomputes;
 }
 
 // A fresh pass number for each group run.

@@ -10,6 +10,7 @@
 
 #include "evaluator.hpp"
 #include "fused_loop.hpp"
+#include "group_piece.hpp"
 #include "reduce_geometry.hpp"
 
 namespace zenith::detail::red {
@@ -86,44 +87,62 @@ void accumulate_a(Acc& acc, Ev& ev, geometry const& g, std::int64_t* idx, std::i
     if (simd) {
       using B = xsimd::batch<A>;
       constexpr std::int64_t W = std::int64_t(B::size);
+      constexpr bool costly = costly_batch_v<Ev> || costly_side_v<std::remove_cvref_t<Side>>;
+      // A costly body whose only costly values are kept ones (a reuse_node's buffer or piece)
+      // is a cheap one under a kept_ access, where no row recomputes them (start_kept).
+      constexpr bool keepable = costly && !costly_kept_v<Ev> &&
+                                !costly_side_v<std::remove_cvref_t<Side>> && kept_form(RA) != RA;
       walk(g, g.nk1, g.n, idx, lo, hi, [&](std::int64_t j, std::int64_t je, std::int64_t) {
-        ev.start_row(idx, g.n);
+        bool kept = false;
+        if constexpr (keepable)
+          kept = start_kept(ev, idx, g.n);
+        else
+          ev.start_row(idx, g.n);
         auto sd = side.row();
         sd.start_row(idx, g.n);
         acc.used = acc.used || j + W <= je;
-        if constexpr (costly_batch_v<Ev> || costly_side_v<std::remove_cvref_t<Side>>) {
-          // One copy of the batch's body and of the side store's (costly_batch_v), adding into
-          // the same accumulators in the same order as the unrolled loop below: batch i of each
-          // run of four whole ones into a_i, the rest into a0.
-          B a[4] = {acc.a0, acc.a1, acc.a2, acc.a3};
-          std::int64_t batches = (je - j) / W, grouped = batches / 4 * 4;
-#pragma GCC unroll 1
-          for (std::int64_t i = 0; i < batches; ++i, j += W) {
-            B v = ev.template simd<RA>(j);
-            B& to = a[i < grouped ? i % 4 : 0];
-            to = Op::simd(to, v);
-            sd.batch(j);
-          }
-          acc.a0 = a[0], acc.a1 = a[1], acc.a2 = a[2], acc.a3 = a[3];
-        } else {
-          // Local copies: the captured accumulators live in memory, and GCC does not inline
-          // this lambda, so accumulating into them directly costs a load and a store per batch.
+        // Four independent accumulators: batch i of each run of four whole ones into a_i, the
+        // rest into a0. Local copies: the captured accumulators live in memory, and GCC does
+        // not inline this lambda, so accumulating into them directly costs a load and a store
+        // per batch.
+        auto unrolled = [&]<row_access X>(std::integral_constant<row_access, X>) {
           B b0 = acc.a0, b1 = acc.a1, b2 = acc.a2, b3 = acc.a3;
           for (; j + 4 * W <= je; j += 4 * W) {
-            b0 = Op::simd(b0, ev.template simd<RA>(j));
-            b1 = Op::simd(b1, ev.template simd<RA>(j + W));
-            b2 = Op::simd(b2, ev.template simd<RA>(j + 2 * W));
-            b3 = Op::simd(b3, ev.template simd<RA>(j + 3 * W));
+            b0 = Op::simd(b0, ev.template simd<X>(j));
+            b1 = Op::simd(b1, ev.template simd<X>(j + W));
+            b2 = Op::simd(b2, ev.template simd<X>(j + 2 * W));
+            b3 = Op::simd(b3, ev.template simd<X>(j + 3 * W));
             sd.batch(j);
             sd.batch(j + W);
             sd.batch(j + 2 * W);
             sd.batch(j + 3 * W);
           }
           for (; j + W <= je; j += W) {
-            b0 = Op::simd(b0, ev.template simd<RA>(j));
+            b0 = Op::simd(b0, ev.template simd<X>(j));
             sd.batch(j);
           }
           acc.a0 = b0, acc.a1 = b1, acc.a2 = b2, acc.a3 = b3;
+        };
+        if constexpr (!costly) {
+          unrolled(std::integral_constant<row_access, RA>{});
+        } else {
+          if constexpr (keepable) {
+            if (kept) unrolled(std::integral_constant<row_access, kept_form(RA)>{});
+          }
+          if (!kept) {
+            // One copy of the batch's body and of the side store's (costly_batch_v), adding
+            // into the same accumulators in the same order as the unrolled loop.
+            B a[4] = {acc.a0, acc.a1, acc.a2, acc.a3};
+            std::int64_t batches = (je - j) / W, grouped = batches / 4 * 4;
+#pragma GCC unroll 1
+            for (std::int64_t i = 0; i < batches; ++i, j += W) {
+              B v = ev.template simd<RA>(j);
+              B& to = a[i < grouped ? i % 4 : 0];
+              to = Op::simd(to, v);
+              sd.batch(j);
+            }
+            acc.a0 = a[0], acc.a1 = a[1], acc.a2 = a[2], acc.a3 = a[3];
+          }
         }
         for (; j < je; ++j) {
           K::push(acc.s, A(ev.scalar(j)), 0);
