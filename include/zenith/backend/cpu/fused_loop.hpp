@@ -198,11 +198,12 @@ inline constexpr std::int64_t grain = 64;
 inline constexpr std::int64_t in_place_up_to = 4096;
 
 // Walks flat elements [lo, hi) of the coalesced space on ev; lo is a row start or a multiple of
-// grain inside a row. A is what every leaf's inner stride is known to be (and the destination's
-// is 1 unless A is strided).
-template <row_access A, class T, class Ev>
+// grain inside a row. `a` is what every leaf's inner stride is known to be (and the
+// destination's is 1 unless a is strided): a runtime argument, so that the walk is compiled once
+// per expression whichever access its rows take.
+template <class T, class Ev>
 void run_range(dest_view<T> const& dst, Ev& ev, loop_space const& ls, std::int64_t lo,
-               std::int64_t hi, bool simd) {
+               std::int64_t hi, row_access a, bool simd) {
   std::size_t r = ls.rank;
   std::int64_t n = ls.dims[r - 1];
   std::array<std::int64_t, max_rank> idx{};
@@ -217,7 +218,22 @@ void run_range(dest_view<T> const& dst, Ev& ev, loop_space const& ls, std::int64
     ev.start_row(idx.data(), r);
     std::int64_t off = 0;
     for (std::size_t k = 0; k + 1 < r; ++k) off += idx[k] * dst.stride[k];
-    run_row<A, !costly_batch_v<Ev>>(dst.base + off, ds, ev, j, j_end, simd);
+    T* out = dst.base + off;
+    if constexpr (!fused_simd_v<T, Ev>) {
+      run_row<row_access::strided>(out, ds, ev, j, j_end, false);
+    } else if constexpr (costly_batch_v<Ev>) {  // one copy of the body (costly_batch_v)
+      if (a == row_access::unit_or_broadcast)
+        run_row<row_access::unit_or_broadcast, false>(out, ds, ev, j, j_end, simd);
+      else
+        run_row<row_access::strided, false>(out, ds, ev, j, j_end, simd);
+    } else {
+      if (a == row_access::unit)
+        run_row<row_access::unit>(out, ds, ev, j, j_end, simd);
+      else if (a == row_access::unit_or_broadcast)
+        run_row<row_access::unit_or_broadcast>(out, ds, ev, j, j_end, simd);
+      else
+        run_row<row_access::strided>(out, ds, ev, j, j_end, simd);
+    }
     lo += j_end - j;
     j = 0;
     for (std::size_t k = r - 1; k-- > 0;) {
@@ -278,14 +294,10 @@ void fused_range(fused_call const& c, void* ev, bool copy, std::int64_t lo, std:
     return fused_range<T, Ev>(c, &local, false, lo, hi);
   }
   dest_view<T> dst{static_cast<T*>(c.base), c.stride};
-  if constexpr (fused_simd_v<T, Ev>) {
-    if (c.simd && c.unit) {
-      if (c.broadcast || costly_batch_v<Ev>)
-        return run_range<row_access::unit_or_broadcast>(dst, e, c.ls, lo, hi, true);
-      return run_range<row_access::unit>(dst, e, c.ls, lo, hi, true);
-    }
-  }
-  run_range<row_access::strided>(dst, e, c.ls, lo, hi, fused_simd_v<T, Ev> && c.simd);
+  row_access a = row_access::strided;
+  if (fused_simd_v<T, Ev> && c.simd && c.unit)
+    a = c.broadcast || costly_batch_v<Ev> ? row_access::unit_or_broadcast : row_access::unit;
+  run_range(dst, e, c.ls, lo, hi, a, fused_simd_v<T, Ev> && c.simd);
 }
 
 template <class T, class Ev>
