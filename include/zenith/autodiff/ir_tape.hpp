@@ -158,7 +158,11 @@ array<T> record_materialization(E const& e) {
   ir_trace& ir = *t->ir;
   std::size_t first = ir.graph.equations().size();
   auto first_value = ir::value_id(ir.graph.values().size());
-  ir::value_id id = ir::emit(ir.rec, convert<T>(e));
+  ir::value_id id;
+  if constexpr (std::is_same_v<value_t<E>, T>)
+    id = ir::emit(ir.rec, e);  // not a copy of e: one reference count less per leaf
+  else
+    id = ir::emit(ir.rec, map_node<ops::cast<T>, E>(e));
   return run_recorded(*t, first, first_value, id).template as<T>();
 }
 

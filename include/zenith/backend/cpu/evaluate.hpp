@@ -48,12 +48,13 @@ array<T> evaluate_on(device d, E const& e) {
 template <element T, expression E>
 array<T> evaluate_fresh(E const& e) {
   if (device d = device_of(e); d != cpu) return evaluate_on<T>(d, e);
-  if constexpr (barrier_expression<E> && std::is_same_v<value_t<E>, T>) {
+  if constexpr (!std::is_same_v<value_t<E>, T>) {
+    return evaluate_fresh<T>(map_node<ops::cast<T>, E>(e));
+  } else if constexpr (barrier_expression<E>) {
     return eval_barrier(e);
-  } else {
-    auto x = convert<T>(e);
-    auto out = array<T>::empty(x.shape());
-    auto ev = make_evaluator(x);
+  } else {  // e itself, not a copy: copying a gradient's expression costs a reference count a leaf
+    auto out = array<T>::empty(e.shape());
+    auto ev = make_evaluator(e);
     run_fused(contiguous_dest(out), ev, out.shape());
     return out;
   }
@@ -155,8 +156,8 @@ void assign_rebind_impl(array<T>& dst, X const& x, std::size_t expr_handles) {
 // evaluate_untraced).
 template <element T, expression E>
 void assign_rebind_untraced(array<T>& dst, E const& e, bool temporary) {
-  if (on_a_device(e)) {  // into a fresh buffer there (the old one may still be read)
-    dst = evaluate_fresh<T>(e);
+  if (device d = device_of(e); d != cpu) {  // into a fresh buffer there (the old one may
+    dst = evaluate_on<T>(d, e);             // still be read)
     return;
   }
   buffer const* b = dst.storage().get();

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -78,13 +79,34 @@ class fused_group {
 
   // A loop of type L for this group, in the group's arena while it has room (a gradient's few
   // loops: no heap allocation per call), else on the heap.
+  // L is constructed at one place: its constructor (the evaluator's build) is inlined once.
   template <class L, class... Args>
   owned<L> make(Args&&... args) {
     std::size_t at = (used_ + alignof(L) - 1) / alignof(L) * alignof(L);
-    // A recording keeps the loops after the group is gone: on the heap then.
-    if (alignof(L) > arena_align || at + sizeof(L) > arena_bytes || active_recording())
-      return owned<L>(new L(std::forward<Args>(args)...), loop_deleter{});
-    L* l = std::construct_at(reinterpret_cast<L*>(arena_ + at), std::forward<Args>(args)...);
+    // A recording keeps the loops after the group is gone: on the heap then, allocated as
+    // `new L` allocates, since `delete` frees it as one.
+    bool heap = alignof(L) > arena_align || at + sizeof(L) > arena_bytes || active_recording();
+    constexpr bool over_aligned = alignof(L) > __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+    void* room = arena_ + at;
+    if (heap) {
+      if constexpr (over_aligned)
+        room = ::operator new(sizeof(L), std::align_val_t(alignof(L)));
+      else
+        room = ::operator new(sizeof(L));
+    }
+    L* l;
+    try {
+      l = ::new (room) L(std::forward<Args>(args)...);
+    } catch (...) {
+      if (heap) {
+        if constexpr (over_aligned)
+          ::operator delete(room, std::align_val_t(alignof(L)));
+        else
+          ::operator delete(room);
+      }
+      throw;
+    }
+    if (heap) return owned<L>(l, loop_deleter{});
     used_ = at + sizeof(L);
     ++live_;
     return owned<L>(l, loop_deleter{this});
@@ -445,7 +467,7 @@ class reduce_loop final : public fused_group::loop {
 // barrier inside e, is built once.
 template <element T, expression E>
 std::pair<array<T>, bool> store_or_evaluate(fused_group& group, E const& e) {
-  if (on_a_device(e)) return {evaluate_fresh<T>(e), false};  // groups are CPU loops
+  if (device d = device_of(e); d != cpu) return {evaluate_on<T>(d, e), false};  // CPU loops
   zenith::shape s = e.shape();
   std::int64_t n = std::int64_t(s.numel());
   auto l = group.template make<store_loop<T, E>>(e, nullptr);
