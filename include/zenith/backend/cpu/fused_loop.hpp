@@ -213,27 +213,22 @@ void run_range(dest_view<T> const& dst, Ev& ev, loop_space const& ls, std::int64
     row /= ls.dims[k];
   }
   std::int64_t ds = dst.stride[r - 1];
+  // The row loop for `a`, chosen once: a call per row through a pointer, as cheap as the direct
+  // call a row loop compiled apart would be.
+  using row_fn = void (*)(T*, std::int64_t, Ev const&, std::int64_t, std::int64_t, bool);
+  row_fn run = &run_row<row_access::strided, !costly_batch_v<Ev>, T, Ev>;
+  if constexpr (fused_simd_v<T, Ev>) {
+    if (a == row_access::unit_or_broadcast)
+      run = &run_row<row_access::unit_or_broadcast, !costly_batch_v<Ev>, T, Ev>;
+    if constexpr (!costly_batch_v<Ev>)  // one copy of a costly body (costly_batch_v)
+      if (a == row_access::unit) run = &run_row<row_access::unit, true, T, Ev>;
+  }
   while (lo < hi) {
     std::int64_t j_end = std::min(n, j + (hi - lo));
     ev.start_row(idx.data(), r);
     std::int64_t off = 0;
     for (std::size_t k = 0; k + 1 < r; ++k) off += idx[k] * dst.stride[k];
-    T* out = dst.base + off;
-    if constexpr (!fused_simd_v<T, Ev>) {
-      run_row<row_access::strided>(out, ds, ev, j, j_end, false);
-    } else if constexpr (costly_batch_v<Ev>) {  // one copy of the body (costly_batch_v)
-      if (a == row_access::unit_or_broadcast)
-        run_row<row_access::unit_or_broadcast, false>(out, ds, ev, j, j_end, simd);
-      else
-        run_row<row_access::strided, false>(out, ds, ev, j, j_end, simd);
-    } else {
-      if (a == row_access::unit)
-        run_row<row_access::unit>(out, ds, ev, j, j_end, simd);
-      else if (a == row_access::unit_or_broadcast)
-        run_row<row_access::unit_or_broadcast>(out, ds, ev, j, j_end, simd);
-      else
-        run_row<row_access::strided>(out, ds, ev, j, j_end, simd);
-    }
+    run(dst.base + off, ds, ev, j, j_end, simd);
     lo += j_end - j;
     j = 0;
     for (std::size_t k = r - 1; k-- > 0;) {
