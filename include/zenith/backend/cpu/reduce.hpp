@@ -259,10 +259,9 @@ struct reduce_step {
   }
 };
 
-// Reduces `child` over the axes in mask into out (its shape: the kept axes, with or without
-// the reduced ones as 1).
+// reduce_into's work; `mean`: Op is reduce_sum, run for a mean (geometry::mean).
 template <class Op, class T, class C>
-void reduce_into(array<T>& out, C const& child, std::uint32_t mask) {
+void reduce_into_as(array<T>& out, C const& child, std::uint32_t mask, bool mean) {
   using Tin = value_t<C>;
   using A = compute_t<Tin>;
   zenith::shape S = child.shape();
@@ -275,6 +274,8 @@ void reduce_into(array<T>& out, C const& child, std::uint32_t mask) {
                         " has no identity");
     } else {
       T v = T(Op::finalize(Op::template identity<A>(), 0));
+      if constexpr (std::is_same_v<Op, ops::reduce_sum>)
+        if (mean) v = T(ops::reduce_mean::finalize(Op::template identity<A>(), 0));  // NaN
       fill_values(out.data(), out.size(), v);
       return;
     }
@@ -299,12 +300,24 @@ void reduce_into(array<T>& out, C const& child, std::uint32_t mask) {
     plan<Ev> q = make_plan(ev, natural_a ? perm_b : perm_a, S, ost);
     if (q.g.dims[q.g.n - 1] > p.g.dims[p.g.n - 1]) p = std::move(q);
   }
+  p.g.mean = mean;
   if (active_recording()) {
     reduce_step<Op, T, A, Ev> step{std::move(p.ev), p.g, p.unit, out.data()};
     return run_step(step);
   }
   reduce_step<Op, T, A, Ev&> step{p.ev, p.g, p.unit, out.data()};  // not recording: ev itself
   step.run();
+}
+
+// Reduces `child` over the axes in mask into out (its shape: the kept axes, with or without
+// the reduced ones as 1). A mean of floats or doubles runs sum's loops, compiled once for both,
+// which divide each sum as they write it (in A, as reduce_mean::finalize does: the same bits).
+template <class Op, class T, class C>
+void reduce_into(array<T>& out, C const& child, std::uint32_t mask) {
+  if constexpr (std::is_same_v<Op, ops::reduce_mean> && std::is_same_v<T, compute_t<value_t<C>>>)
+    reduce_into_as<ops::reduce_sum>(out, child, mask, true);
+  else
+    reduce_into_as<Op>(out, child, mask, false);
 }
 
 // Whether evaluating E computes a barrier (which a second pass would compute again).

@@ -41,7 +41,19 @@ struct geometry {
   // simd_enabled() is off. A flag rather than a third variant per expression: each path's
   // scalar loop is there anyway for the tails.
   bool simd = true;
+  // A mean run by sum's loops (reduce_into): the sums are divided by count as they are written.
+  bool mean = false;
 };
+
+// The output of an accumulator s: Op's finalize, or for a mean run by sum's loops the sum
+// divided by the count, as reduce_mean's finalize divides.
+template <class Op, class S>
+auto finalize(S const& s, geometry const& g) {
+  if constexpr (std::is_same_v<Op, ops::reduce_sum>) {
+    if (g.mean) return ops::reduce_mean::finalize(s, std::size_t(g.count));
+  }
+  return Op::finalize(s, std::size_t(g.count));
+}
 
 inline void unflatten(std::int64_t flat, geometry const& g, std::size_t d0, std::size_t d1,
                       std::int64_t* idx) {

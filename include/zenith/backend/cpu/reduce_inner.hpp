@@ -244,7 +244,7 @@ void run_a(reduce_source<Op, A> const& src, geometry const& g, T* out) {
     unflatten(o, g, 0, g.nk1, idx.data());
     std::int64_t off = out_offset(g, idx.data(), 0, g.nk1);
     auto s = tree_a(src, ev, g, idx.data(), 0, nb);
-    out[off] = T(Op::finalize(s, std::size_t(g.count)));
+    out[off] = T(finalize<Op>(s, g));
   };
   std::size_t threads = threads_for(nout * g.count);
   if (threads == 1 || (nout >= std::int64_t(threads))) {
@@ -267,7 +267,7 @@ void run_a(reduce_source<Op, A> const& src, geometry const& g, T* out) {
         src.outputs_a(ev.get(), g, o, o + m, s);
         for (std::int64_t k = 0; k < m; ++k) {
           unflatten(o + k, g, 0, g.nk1, idx.data());
-          out[out_offset(g, idx.data(), 0, g.nk1)] = T(Op::finalize(s[k], std::size_t(g.count)));
+          out[out_offset(g, idx.data(), 0, g.nk1)] = T(finalize<Op>(s[k], g));
         }
       }
     };
@@ -293,7 +293,7 @@ void run_a(reduce_source<Op, A> const& src, geometry const& g, T* out) {
     std::size_t k = 0;
     auto& s = combine_tasks(0, nb, depth, res.data(), k,
                             [](auto& a, auto const& b) { a = K::merge(a, b); });
-    out[out_offset(g, idx0.data(), 0, g.nk1)] = T(Op::finalize(s, std::size_t(g.count)));
+    out[out_offset(g, idx0.data(), 0, g.nk1)] = T(finalize<Op>(s, g));
   }
 }
 

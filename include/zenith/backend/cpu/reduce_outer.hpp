@@ -197,8 +197,7 @@ struct item_b {
     walk(g, d2, g.n, idx.data(), c0, c1, [&](std::int64_t j, std::int64_t je, std::int64_t rp) {
       std::int64_t off = off1 + out_offset(g, idx.data(), d2, g.n - 1);
       std::int64_t os = g.ost[g.n - 1];
-      for (; j < je; ++j)
-        out[off + j * os] = T(Op::finalize(acc.get(rp - c0 + j), std::size_t(g.count)));
+      for (; j < je; ++j) out[off + j * os] = T(finalize<Op>(acc.get(rp - c0 + j), g));
     });
   }
 };
