@@ -144,42 +144,47 @@ array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts
     using C = value_t<decltype(top.child)>;
     double seed = std::is_same_v<Op, ops::reduce_mean> ? 1.0 / double(top.count()) : 1.0;
     auto ct = broadcast_to(scalar_node<C>(C(seed)), top.child.shape());
-    if (active_trace()) {  // nested: the enclosing transform records the value
-      array<T> value = evaluate_for_rules<T, 0>(top);
-      autodiff::backward(top.child, std::move(ct), cts);
-      return value;
-    }
-    // The sum is held back to share a loop with a gradient (autodiff/fused_value.hpp).
+    // The sum is held back to share a loop with a gradient (autodiff/fused_value.hpp), unless
+    // transforms nest: the enclosing transform records the value then, and the sink, holding
+    // nothing, passes every cotangent on (one reverse pass compiled for both).
     using Child = std::remove_cvref_t<decltype(top.child)>;
     autodiff::value_fusing_sink<autodiff::total_target<Op, T, Child>> sink(cts);
-    std::optional<array<T>> value = sink.template queue_total<Op, T>(top.child, out.shape());
+    std::optional<array<T>> value;
+    if (active_trace())
+      value = evaluate_for_rules<T, 0>(top);
+    else
+      value = sink.template queue_total<Op, T>(top.child, out.shape());
     if (!value) value = evaluate_untraced<T>(top);
     autodiff::backward(top.child, std::move(ct), sink);
     sink.finish();
     return *std::move(value);
   } else {
     auto seed = broadcast_to(scalar_node<T>(T(1)), out.shape());
-    if (active_trace()) {  // nested: the enclosing transform records the value
-      auto const& forward = autodiff::memoize(out);
-      array<T> value = autodiff::memoized_value(forward);
-      autodiff::backward(forward, std::move(seed), cts);
-      return value;
-    }
     // Sums that no rule reads are computed in the gradients' pass (the first of them in one
-    // loop with a gradient, autodiff/fused_value.hpp); the value after it.
+    // loop with a gradient, autodiff/fused_value.hpp); the value after it. Nested, the
+    // enclosing transform records the value, and nothing is queued or held (the same reverse
+    // pass, compiled once).
     using Target = autodiff::first_queued_total_t<Out>;
-    if constexpr (std::is_void_v<Target>) {
-      autodiff::memoized_t<Out> forward = autodiff::memoize(out, cts);
-      autodiff::backward(forward, std::move(seed), cts);
+    bool const nested = active_trace() != nullptr;
+    auto run = [&](auto& sink) {
+      autodiff::memoized_t<Out> forward =
+          nested ? autodiff::memoized_t<Out>(autodiff::memoize(out)) : autodiff::memoize(out, sink);
+      if (nested) {
+        array<T> value = autodiff::memoized_value(forward);
+        autodiff::backward(forward, std::move(seed), sink);
+        return value;
+      }
+      autodiff::backward(forward, std::move(seed), sink);
+      if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(sink)>, autodiff::cotangents>)
+        sink.finish();
       cts.flush();
       return autodiff::memoized_value(forward);
+    };
+    if constexpr (std::is_void_v<Target>) {
+      return run(cts);
     } else {
       autodiff::value_fusing_sink<Target> sink(cts);
-      autodiff::memoized_t<Out> forward = autodiff::memoize(out, sink);
-      autodiff::backward(forward, std::move(seed), sink);
-      sink.finish();
-      cts.flush();
-      return autodiff::memoized_value(forward);
+      return run(sink);
     }
   }
 }
