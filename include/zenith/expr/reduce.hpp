@@ -74,13 +74,35 @@ constexpr A highest_value() {
   else
     return std::numeric_limits<A>::max();
 }
+// A floating-point value (a number or an xsimd batch) as computed, hidden from the optimizer.
+// Under -ffp-contract=fast (GCC's default) a product that feeds a sum's accumulator may become
+// one multiply-add with it, and whether it does depends on the loop around it (GCC weighs
+// loop-carried multiply-add chains per target): the same sum, computed by two loops, would
+// differ in the last bits. A sum adds its operand settled, so every loop rounds it first.
+template <class V>
+V settled(V v) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__))
+#if defined(__aarch64__)
+#define ZENITH_FP_REG "+w"
+#else
+#define ZENITH_FP_REG "+v"
+#endif
+  if constexpr (std::is_floating_point_v<V>)
+    asm("" : ZENITH_FP_REG(v));
+  else if constexpr (requires { v.data; })
+    if constexpr (std::is_floating_point_v<typename V::value_type>) asm("" : ZENITH_FP_REG(v.data));
+#undef ZENITH_FP_REG
+#endif
+  return v;
+}
+
 // Integer sums and products wrap around on overflow, as in JAX (and without undefined behaviour).
 template <class A>
 A wrap_add(A a, A b) {
   if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>)
     return A(std::make_unsigned_t<A>(a) + std::make_unsigned_t<A>(b));
   else
-    return a + b;
+    return a + settled(b);
 }
 template <class A>
 A wrap_mul(A a, A b) {
@@ -131,7 +153,7 @@ struct reduce_sum : fold_defaults<reduce_sum> {
   }
   template <class B>
   static B simd(B const& a, B const& b) {
-    return a + b;
+    return a + ::zenith::detail::settled(b);
   }
 };
 
