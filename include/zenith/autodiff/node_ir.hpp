@@ -58,8 +58,7 @@ template <class C>
 ir::value_id ir_form(ir::recorder& r, sum_to_node<C> const& e) {
   ir::value_id v = ir::emit(r, e.child);
   ir::detail::op_emitted<ops::reduce_sum, value_t<C>>();
-  std::vector<int> axes(e.axes.begin(), e.axes.end());
-  return detail::ir_sum_to(r.target(), v, axes, e.shape());
+  return detail::ir_sum_to(r.target(), v, e.summed_axes(), e.shape());
 }
 
 template <class E>

@@ -10,33 +10,38 @@
 
 #include "../backend/cpu/fused_group.hpp"
 #include "../backend/cpu/reduce.hpp"
-#include "../core/small_vector.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"
 
 namespace zenith {
 
 namespace detail {
-// The axes of s that summing to `target` folds (NumPy's broadcasting rules, read backwards).
-// Cold and the same for every child type.
-[[gnu::noinline]] inline small_vector<int, max_rank> sum_to_axes(zenith::shape const& s,
-                                                                 zenith::shape const& target) {
-  small_vector<int, max_rank> axes;
+// The axes of s that summing to `target` folds (NumPy's broadcasting rules, read backwards), as
+// a mask (bit k: axis k of s). Cold and the same for every child type.
+[[gnu::noinline]] inline std::uint32_t sum_to_axes(zenith::shape const& s,
+                                                   zenith::shape const& target) {
+  std::uint32_t axes = 0;
   std::size_t lead = s.size() >= target.size() ? s.size() - target.size() : 0;
   bool ok = s.size() >= target.size();
   for (std::size_t k = 0; ok && k < s.size(); ++k) {
     if (k < lead) {
-      axes.push_back(int(k));
+      axes |= 1u << k;
     } else {
       std::size_t t = target[k - lead];
       if (t == 1 && s[k] != 1)
-        axes.push_back(int(k));
+        axes |= 1u << k;
       else
         ok = t == s[k];
     }
   }
   if (!ok)
     throw shape_error("sum_to: shape " + s.str() + " does not broadcast from " + target.str());
+  return axes;
+}
+[[gnu::noinline]] inline std::vector<int> mask_axes(std::uint32_t mask) {
+  std::vector<int> axes;
+  for (int k = 0; k < int(max_rank); ++k)
+    if (mask >> k & 1) axes.push_back(k);
   return axes;
 }
 }  // namespace detail
@@ -48,14 +53,14 @@ struct sum_to_node : expr_base<sum_to_node<C>> {
 
   C child;
   zenith::shape shape_;
-  detail::small_vector<int, max_rank> axes;  // of child, summed (kept as 1, then reshaped)
+  std::uint32_t axes;  // of child, summed (kept as 1, then reshaped); bit k: axis k
 
   sum_to_node(C c, zenith::shape target)
       : child(std::move(c)), shape_(target), axes(detail::sum_to_axes(child.shape(), target)) {}
-  bool reduces() const { return !axes.empty() || child.shape().size() != shape_.size(); }
+  bool reduces() const { return axes != 0 || child.shape().size() != shape_.size(); }
   // For a backend without the evaluator below (backend/cuda/lower.hpp): the child's value, summed
   // over these axes where it reduces, else read as it is.
-  std::vector<int> summed_axes() const { return {axes.begin(), axes.end()}; }
+  std::vector<int> summed_axes() const { return detail::mask_axes(axes); }
   zenith::shape shape() const { return shape_; }
   template <class F>
   void for_each_array(F&& f) const {
@@ -134,8 +139,7 @@ array<value_t<C>> evaluate_sum_to(sum_to_node<C> const& e) {
       return *total;
     }
   }
-  array<T> s =
-      evaluate_untraced<T>(sum(full, std::vector<int>(e.axes.begin(), e.axes.end()), true));
+  array<T> s = evaluate_untraced<T>(sum(full, e.summed_axes(), true));
   return array<T>::from_buffer(s.storage(), s.data(), e.shape_);
 }
 }  // namespace detail

@@ -235,29 +235,28 @@ value_id emit_map(recorder& r, map_node<Op, Cs...> const& e, std::index_sequence
   }
 }
 
-template <class View, class C>
-value_id emit_view(recorder& r, view_node<View, C> const& e) {
-  graph& g = r.target();
-  value_id in = emit(r, e.child);
-  zenith::dtype d = dtype_of<value_t<C>>();
-  zenith::shape s = e.shape(), from = e.child.shape();
+// A view's equation on the value `in` of shape `from`, of dtype d: compiled once per kind of
+// view, whatever it views.
+template <class View>
+value_id view_equation(graph& g, value_id in, View const& view, zenith::dtype d,
+                       zenith::shape const& s, zenith::shape const& from) {
   if constexpr (std::is_same_v<View, views::transpose>) {
     std::vector<std::int64_t> perm(from.size());
-    for (std::size_t k = 0; k < perm.size(); ++k) perm[k] = std::int64_t(e.view.perm[k]);
+    for (std::size_t k = 0; k < perm.size(); ++k) perm[k] = std::int64_t(view.perm[k]);
     return g.add_equation("transpose", {in}, d, s, {{"permutation", perm}});
   } else if constexpr (std::is_same_v<View, views::broadcast_to>) {
     return broadcast(g, in, s);
   } else if constexpr (std::is_same_v<View, views::expand_dims>) {
-    return insert_axes(g, in, s, 1u << e.view.axis);
+    return insert_axes(g, in, s, 1u << view.axis);
   } else if constexpr (std::is_same_v<View, views::squeeze>) {
     return g.add_equation("squeeze", {in}, d, s,
-                          {{"dimensions", mask_list(e.view.axes, from.size())}});
+                          {{"dimensions", mask_list(view.axes, from.size())}});
   } else {
     static_assert(std::is_same_v<View, views::slice>, "zenith: a view with no IR form");
     // Negative steps: reverse those axes first (JAX's slice takes positive strides only).
     std::vector<std::int64_t> rev, start(from.size()), limit(from.size()), stride(from.size());
     for (std::size_t k = 0; k < from.size(); ++k) {
-      std::int64_t st = e.view.start[k], step = e.view.step[k], n = std::int64_t(s[k]);
+      std::int64_t st = view.start[k], step = view.step[k], n = std::int64_t(s[k]);
       if (step < 0) {
         rev.push_back(std::int64_t(k));
         st = std::int64_t(from[k]) - 1 - st;
@@ -276,20 +275,32 @@ value_id emit_view(recorder& r, view_node<View, C> const& e) {
   }
 }
 
+template <class View, class C>
+value_id emit_view(recorder& r, view_node<View, C> const& e) {
+  value_id in = emit(r, e.child);
+  return view_equation(r.target(), in, e.view, dtype_of<value_t<C>>(), e.shape(), e.child.shape());
+}
+
+// A reduction's equation (then its kept axes put back as 1 where keepdims): compiled once.
+inline value_id reduce_equation(graph& g, value_id in, std::string_view name, zenith::dtype d,
+                                std::uint32_t axes, bool indexed, bool keepdims,
+                                zenith::shape const& from, zenith::shape const& s) {
+  zenith::shape dropped;
+  for (std::size_t k = 0; k < from.size(); ++k)
+    if (!(axes >> k & 1)) dropped.push_back(from[k]);
+  attributes a{{"axes", mask_list(axes, from.size())}};
+  if (indexed) a.set("index_dtype", d);
+  if (name == ops::reduce_sum::name) a.set("out_sharding", std::string("None"));
+  value_id out = g.add_equation(name, {in}, d, dropped, std::move(a));
+  return keepdims ? insert_axes(g, out, s, axes) : out;
+}
+
 template <class Op, class C>
 value_id emit_reduce(recorder& r, reduce_node<Op, C> const& e) {
-  graph& g = r.target();
   value_id in = emit(r, e.child);
-  zenith::shape from = e.child.shape(), dropped;
-  for (std::size_t k = 0; k < from.size(); ++k)
-    if (!e.reduces(k)) dropped.push_back(from[k]);
-  zenith::dtype d = dtype_of<value_t<reduce_node<Op, C>>>();
-  attributes a{{"axes", mask_list(e.axes, from.size())}};
-  if constexpr (indexed_reduction<Op>) a.set("index_dtype", d);
-  if constexpr (std::is_same_v<Op, ops::reduce_sum>) a.set("out_sharding", std::string("None"));
   op_emitted<Op, value_t<C>>();
-  value_id out = g.add_equation(Op::name, {in}, d, dropped, std::move(a));
-  return e.keepdims ? insert_axes(g, out, e.shape(), e.axes) : out;
+  return reduce_equation(r.target(), in, Op::name, dtype_of<value_t<reduce_node<Op, C>>>(), e.axes,
+                         indexed_reduction<Op>, e.keepdims, e.child.shape(), e.shape());
 }
 
 }  // namespace detail

@@ -288,7 +288,7 @@ class store_loop final : public fused_group::loop {
         }
       }
     }
-    run_row<row_access::strided>(out, 1, ev, lo, hi, false);
+    run_row_scalar(out, ev, lo, hi);
   }
 
   E expr_;  // keeps every buffer the evaluator reads alive

@@ -138,6 +138,15 @@ inline constexpr bool fused_simd_v =
     !std::is_same_v<L, bool> && simd_type_v<L> && Ev::template vectorizable<L>() &&
     (std::is_same_v<T, bool> || !std::is_same_v<typename Ev::compute_type, bool>);
 
+// Writes elements [j, j_end) of the current row on the scalar path alone (SIMD off, or an
+// expression without it): for the flattened loops of fused_group.hpp, which would otherwise
+// inline a copy of it into each of their variants.
+template <class T, class Ev>
+[[gnu::noinline]] void run_row_scalar(T* __restrict out, Ev const& ev, std::int64_t j,
+                                      std::int64_t j_end) {
+  for (; j < j_end; ++j) out[j] = T(ev.scalar(j));
+}
+
 // Writes elements [j, j_end) of the current row: with xsimd batches when `simd` (and Ev has a
 // SIMD path), else all on the scalar path. A flag, not a template parameter: the scalar loop is
 // every row's tail anyway, and each variant would be compiled again per expression.

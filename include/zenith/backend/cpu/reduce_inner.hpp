@@ -58,8 +58,9 @@ inline constexpr bool costly_side_v<Side> = costly_batch_v<typename Side::evalua
 // accumulate_a's scalar path, into state s: one instantiation per evaluator whichever loop
 // variant calls it.
 template <class Op, class K, class Ev, class Side>
-void accumulate_scalar(typename K::state& s, Ev& ev, geometry const& g, std::int64_t* idx,
-                       std::int64_t lo, std::int64_t hi, Side&& side) {
+[[gnu::noinline]] void accumulate_scalar(typename K::state& s, Ev& ev, geometry const& g,
+                                         std::int64_t* idx, std::int64_t lo, std::int64_t hi,
+                                         Side&& side) {
   using A = typename Ev::compute_type;
   walk(g, g.nk1, g.n, idx, lo, hi, [&](std::int64_t j, std::int64_t je, std::int64_t rowpos) {
     ev.start_row(idx, g.n);
