@@ -202,25 +202,35 @@ class fused_group {
 // flat index, so this succeeds only when the whole space coalesces to one row that every leaf
 // reads with stride 1 or 0 (a broadcast scalar, such as the cotangent of a sum); the result says
 // whether every stride is 1 (else the loop reads them as row_access::unit_or_broadcast).
+// The leaves' strides along the one row that the space s coalesces to (strides: the
+// destination's, then one per leaf), into inner; false when s does not coalesce to one row that
+// every leaf reads with stride 1 or 0. Compiled once, for every loop.
+[[gnu::noinline]] inline bool one_row_strides(zenith::shape const& s, stride_list const& strides,
+                                              small_vector<std::int64_t, 16>& inner) {
+  loop_space ls = coalesce(s, strides);
+  if (ls.rank != 1) return false;
+  for (auto it = strides.begin() + 1; it != strides.end(); ++it) {
+    std::int64_t st = ls.dims[0] == 1 ? 1 : regroup(*it, ls)[0];
+    if (st != 0 && st != 1) return false;
+    inner.push_back(st);
+  }
+  return true;
+}
+
 template <class Ev>
 std::optional<bool> coalesce_to_row(Ev& ev, zenith::shape const& s) {
   stride_list strides;
   strides.push_back(row_major_strides(s));
   ev.for_each_leaf([&](auto& leaf) { strides.push_back(leaf.stride); });
-  loop_space ls = coalesce(s, strides);
-  if (ls.rank != 1) return std::nullopt;
-  bool row = true, unit = true;
-  ev.for_each_leaf([&](auto const& leaf) {
-    std::int64_t st = ls.dims[0] == 1 ? 1 : regroup(leaf.stride, ls)[0];
-    row = row && (st == 0 || st == 1);
-    unit = unit && st == 1;
-  });
-  if (!row) return std::nullopt;
+  small_vector<std::int64_t, 16> inner;
+  if (!one_row_strides(s, strides, inner)) return std::nullopt;
+  bool unit = true;
+  std::size_t i = 0;
   ev.for_each_leaf([&](auto& leaf) {
-    std::int64_t st = ls.dims[0] == 1 ? 1 : regroup(leaf.stride, ls)[0];
     leaf.stride = {};
-    leaf.stride[0] = st;
+    leaf.stride[0] = inner[i++];
     leaf.rank = 1;
+    unit = unit && leaf.stride[0] == 1;
   });
   return unit;
 }
@@ -335,6 +345,24 @@ struct no_store_part {
   using Ev = leaf_eval<float>;  // stands for no evaluator (not costly_batch_v)
 };
 
+// The sums of a reduce_loop's blocks combined in reduce.hpp's pairwise tree (split at
+// lo + (hi - lo) / 2, cut all the way down to single blocks) and finalized into *out: compiled
+// once per reduction and type, whatever the expression.
+template <class Op, class K, class Blocks, class T>
+[[gnu::noinline]] void finish_blocks(Blocks const& blocks, std::int64_t count, T* out) {
+  if (blocks.size() == 1) {  // nothing to combine (and no vector to allocate)
+    *out = T(Op::finalize(blocks[0].result(), std::size_t(count)));
+    return;
+  }
+  constexpr std::size_t max_depth = 64;  // deeper than any tree of blocks
+  std::vector<typename K::state> states(blocks.size());
+  for (std::size_t b = 0; b < blocks.size(); ++b) states[b] = blocks[b].result();
+  std::size_t k = 0;
+  auto& s = red::combine_tasks(0, std::int64_t(states.size()), max_depth, states.data(), k,
+                               [](auto& a, auto const& b) { a = K::merge(a, b); });
+  *out = T(Op::finalize(s, std::size_t(count)));
+}
+
 // A whole-array sum or mean of e, written to out[0] when the group finishes; with a store_part S,
 // also S's elementwise output.
 template <class Op, class T, class E, class S = no_store_part>
@@ -401,24 +429,9 @@ class reduce_loop final : public fused_group::loop {
     run_piece(ev, lo, hi);
   }
 
-  // The block results combined in reduce.hpp's pairwise tree (split at lo + (hi - lo) / 2, cut
-  // all the way down to single blocks).
-  void finish() override {
-    if (blocks_.size() == 1) {  // nothing to combine (and no vector to allocate)
-      *out_ = T(Op::finalize(blocks_[0].result(), std::size_t(g_.count)));
-      return;
-    }
-    std::vector<typename K::state> states(blocks_.size());
-    for (std::size_t b = 0; b < blocks_.size(); ++b) states[b] = blocks_[b].result();
-    std::size_t k = 0;
-    auto& s = red::combine_tasks(0, std::int64_t(states.size()), max_depth, states.data(), k,
-                                 [](auto& a, auto const& b) { a = K::merge(a, b); });
-    *out_ = T(Op::finalize(s, std::size_t(g_.count)));
-  }
+  void finish() override { finish_blocks<Op, K>(blocks_, g_.count, out_); }
 
  private:
-  static constexpr std::size_t max_depth = 64;  // deeper than any tree of blocks
-
   struct piece_runner final : fused_group::runner {
     reduce_loop& loop;
     Ev ev;

@@ -69,36 +69,35 @@ struct plan {
 // Axes in a loop order: as many as a shape has, inline (a reduction allocates no bookkeeping).
 using axis_list = small_vector<std::size_t, max_rank>;
 
-template <class Ev>
-plan<Ev> make_plan(Ev const& ev0, axis_list const& perm, zenith::shape const& S,
-                   std::array<std::int64_t, max_rank> const& ost) {
-  plan<Ev> p{ev0, {}, true};
-  std::size_t r = S.size();
-  zenith::shape sp;
-  std::array<std::int64_t, max_rank> ostp{};
-  if (r > 0) {
-    views::transpose t;
-    for (std::size_t k = 0; k < r; ++k) {
-      t.perm[k] = perm[k];
-      sp.push_back(S[perm[k]]);
-      ostp[k] = ost[perm[k]];
-    }
-    affine_map m = t.map(S);
-    p.ev.for_each_leaf([&](auto& leaf) { leaf.apply(m); });
+// The loop order perm of shape S: the permuted shape, the output strides on it, and the map
+// that permutes a leaf. Not a template, as plan_geometry.
+struct permuted_space {
+  zenith::shape shape;
+  std::array<std::int64_t, max_rank> ost{};
+  affine_map map;
+};
+[[gnu::noinline]] inline permuted_space permute_space(
+    axis_list const& perm, zenith::shape const& S, std::array<std::int64_t, max_rank> const& ost) {
+  permuted_space p;
+  views::transpose t;
+  for (std::size_t k = 0; k < S.size(); ++k) {
+    t.perm[k] = perm[k];
+    p.shape.push_back(S[perm[k]]);
+    p.ost[k] = ost[perm[k]];
   }
-  stride_list strides;
-  strides.push_back(ostp);
-  p.ev.for_each_leaf([&](auto& leaf) { strides.push_back(leaf.stride); });
-  loop_space ls = coalesce(sp, strides);
-  geometry& g = p.g;
+  if (S.size() > 0) p.map = t.map(S);
+  return p;
+}
+
+// The geometry of a reduction over the permuted space sp whose output (ost) and leaves read
+// with strides (the output's first), coalesced into ls: compiled once for every reduction.
+[[gnu::noinline]] inline geometry plan_geometry(zenith::shape const& sp, stride_list const& strides,
+                                                loop_space& ls) {
+  ls = coalesce(sp, strides);
+  geometry g;
   g.n = ls.rank;
   g.dims = ls.dims;
-  g.ost = regroup(ostp, ls);
-  p.ev.for_each_leaf([&](auto& leaf) {
-    leaf.stride = regroup(leaf.stride, ls);
-    leaf.rank = ls.rank;
-    p.unit = p.unit && leaf.stride[ls.rank - 1] == 1;
-  });
+  g.ost = regroup(*strides.begin(), ls);
   // Trailing kept dims are K2 (none in case A), then the reduced dims, then K1.
   std::size_t k = g.n;
   while (k > 0 && g.ost[k - 1] != 0) --k;
@@ -112,6 +111,27 @@ plan<Ev> make_plan(Ev const& ev0, axis_list const& perm, zenith::shape const& S,
   for (std::size_t d = 0; d < g.nk1; ++d) g.k1 *= g.dims[d];
   g.k2 = 1;
   for (std::size_t d = g.nk1 + g.nr; d < g.n; ++d) g.k2 *= g.dims[d];
+  return g;
+}
+
+// ev0's leaves permuted to loop order perm and coalesced; only the walks over the leaves are
+// compiled per evaluator.
+template <class Ev>
+plan<Ev> make_plan(Ev const& ev0, axis_list const& perm, zenith::shape const& S,
+                   std::array<std::int64_t, max_rank> const& ost) {
+  plan<Ev> p{ev0, {}, true};
+  permuted_space ps = permute_space(perm, S, ost);
+  if (S.size() > 0) p.ev.for_each_leaf([&](auto& leaf) { leaf.apply(ps.map); });
+  stride_list strides;
+  strides.push_back(ps.ost);
+  p.ev.for_each_leaf([&](auto& leaf) { strides.push_back(leaf.stride); });
+  loop_space ls;
+  p.g = plan_geometry(ps.shape, strides, ls);
+  p.ev.for_each_leaf([&](auto& leaf) {
+    leaf.stride = regroup(leaf.stride, ls);
+    leaf.rank = ls.rank;
+    p.unit = p.unit && leaf.stride[ls.rank - 1] == 1;
+  });
   return p;
 }
 
