@@ -107,15 +107,19 @@ using recording_scope = slot_scope<recording, active_recording>;
 
 // Runs s now; while recording, as a recorded step (s is moved into it). A step's own work is
 // never recorded again: it is part of the step.
+// Appends step to r and runs it (not recorded again): compiled once for every kind of step.
+[[gnu::noinline]] inline void record_and_run(recording& r, std::unique_ptr<replay_step> step) {
+  replay_step& s = *step;
+  r.steps.push_back(std::move(step));
+  recording_scope pause(nullptr);
+  s.run();
+}
+
 template <step_state S>
 void run_step(S& s) {
   recording* r = active_recording();
   if (!r) return s.run();
-  auto step = std::make_unique<step_of<S>>(std::move(s));
-  S& state = step->state;
-  r->steps.push_back(std::move(step));
-  recording_scope pause(nullptr);
-  state.run();
+  record_and_run(*r, std::make_unique<step_of<S>>(std::move(s)));
 }
 
 // Marks the active recording, if any, as one a replay would get wrong (what says why).

@@ -241,7 +241,8 @@ class store_loop final : public fused_group::loop {
  public:
   using Ev = decltype(make_evaluator(std::declval<E const&>()));
 
-  store_loop(E e, T* out) : expr_(std::move(e)), ev_(make_evaluator(expr_)), out_(out) {}
+  // e is copied once, into the loop (which outlives the caller's expression).
+  store_loop(E const& e, T* out) : expr_(e), ev_(make_evaluator(expr_)), out_(out) {}
   // Coalesces the evaluator; false when e cannot be walked as one row (coalesce_to_row).
   bool prepare(zenith::shape const& s) {
     auto unit = coalesce_to_row(ev_, s);
@@ -320,7 +321,7 @@ struct store_part {
   Ev ev;
   Tc* out = nullptr;
 
-  explicit store_part(G g) : expr(std::move(g)), ev(make_evaluator(expr)) {}
+  explicit store_part(G const& g) : expr(g), ev(make_evaluator(expr)) {}
 
   // Writes with row access A. Each row gets its own copy of the evaluator (row()), as each
   // piece gets one of store_loop's: the stores then cannot alias what the evaluator holds (its
@@ -377,8 +378,11 @@ class reduce_loop final : public fused_group::loop {
                                    std::is_same_v<A, In> && Ev::template vectorizable<In>();
   static constexpr bool has_store = !std::is_same_v<S, no_store_part>;
 
-  reduce_loop(E e, T* out, std::int64_t n, S store = {})
-      : expr_(std::move(e)), ev_(make_evaluator(expr_)), out_(out), store_(std::move(store)) {
+  // e and the store part's expression (store: what S is built from) are copied once, into the
+  // loop, which outlives the caller's expressions; the evaluators are built in place.
+  template <class... StoreArgs>
+  reduce_loop(E const& e, T* out, std::int64_t n, StoreArgs const&... store)
+      : expr_(e), ev_(make_evaluator(expr_)), out_(out), store_(store...) {
     g_.n = 1;
     g_.dims[0] = n;
     g_.nr = 1;
@@ -586,7 +590,7 @@ joined_store<Tc> queue_total_with_store(fused_group& group, E const& e, array<T>
     if (n == 0 || n > whole_blocks_up_to || value.size() != 1 || ct.shape() != s ||
         (!group.empty() && group.size() != n) || on_a_device(e) || on_a_device(ct))
       return std::nullopt;
-    auto l = group.template make<L>(e, value.data(), n, S(ct));
+    auto l = group.template make<L>(e, value.data(), n, ct);
     auto out = array<Tc>::empty(s);
     if (!l->prepare(s)) {
       l->evaluate_store_into(out);

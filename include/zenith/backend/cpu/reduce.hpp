@@ -279,6 +279,21 @@ struct reduce_step {
   }
 };
 
+// Outputs of a reduction over no elements: the identity (NaN for a mean), or an error for a
+// reduction without one. Cold: compiled once per reduction and type, not per expression.
+template <class Op, class A, class T>
+[[gnu::noinline]] void reduce_empty(array<T>& out, zenith::shape const& S, bool mean) {
+  if constexpr (!Op::has_identity) {
+    throw value_error(std::string(Op::name) + ": zero-size reduction of shape " + S.str() +
+                      " has no identity");
+  } else {
+    T v = T(Op::finalize(Op::template identity<A>(), 0));
+    if constexpr (std::is_same_v<Op, ops::reduce_sum>)
+      if (mean) v = T(ops::reduce_mean::finalize(Op::template identity<A>(), 0));  // NaN
+    fill_values(out.data(), out.size(), v);
+  }
+}
+
 // reduce_into's work; `mean`: Op is reduce_sum, run for a mean (geometry::mean).
 template <class Op, class T, class C>
 void reduce_into_as(array<T>& out, C const& child, std::uint32_t mask, bool mean) {
@@ -288,18 +303,7 @@ void reduce_into_as(array<T>& out, C const& child, std::uint32_t mask, bool mean
   std::size_t r = S.size();
   std::int64_t count = std::int64_t(reduced_count(S, mask));
   if (out.size() == 0) return;
-  if (count == 0) {
-    if constexpr (!Op::has_identity) {
-      throw value_error(std::string(Op::name) + ": zero-size reduction of shape " + S.str() +
-                        " has no identity");
-    } else {
-      T v = T(Op::finalize(Op::template identity<A>(), 0));
-      if constexpr (std::is_same_v<Op, ops::reduce_sum>)
-        if (mean) v = T(ops::reduce_mean::finalize(Op::template identity<A>(), 0));  // NaN
-      fill_values(out.data(), out.size(), v);
-      return;
-    }
-  }
+  if (count == 0) return reduce_empty<Op, A>(out, S, mean);
 
   auto ev = make_evaluator(child);
   using Ev = decltype(ev);
