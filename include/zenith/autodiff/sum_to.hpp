@@ -38,6 +38,7 @@ namespace detail {
     throw shape_error("sum_to: shape " + s.str() + " does not broadcast from " + target.str());
   return axes;
 }
+// The axes in a mask, in order.
 [[gnu::noinline]] inline std::vector<int> mask_axes(std::uint32_t mask) {
   std::vector<int> axes;
   for (int k = 0; k < int(max_rank); ++k)

@@ -105,8 +105,6 @@ inline recording*& active_recording() {
 // Installs a recording (or, with nullptr, none) for the lifetime of the guard.
 using recording_scope = slot_scope<recording, active_recording>;
 
-// Runs s now; while recording, as a recorded step (s is moved into it). A step's own work is
-// never recorded again: it is part of the step.
 // Appends step to r and runs it (not recorded again): compiled once for every kind of step.
 [[gnu::noinline]] inline void record_and_run(recording& r, std::unique_ptr<replay_step> step) {
   replay_step& s = *step;
@@ -115,6 +113,8 @@ using recording_scope = slot_scope<recording, active_recording>;
   s.run();
 }
 
+// Runs s now; while recording, as a recorded step (s is moved into it). A step's own work is
+// never recorded again: it is part of the step.
 template <step_state S>
 void run_step(S& s) {
   recording* r = active_recording();

@@ -198,10 +198,6 @@ class fused_group {
   std::int64_t total_ = 0;
 };
 
-// Coalesces ev's leaves for a contiguous destination of shape s. The group walks one row by
-// flat index, so this succeeds only when the whole space coalesces to one row that every leaf
-// reads with stride 1 or 0 (a broadcast scalar, such as the cotangent of a sum); the result says
-// whether every stride is 1 (else the loop reads them as row_access::unit_or_broadcast).
 // The leaves' strides along the one row that the space s coalesces to (strides: the
 // destination's, then one per leaf), into inner; false when s does not coalesce to one row that
 // every leaf reads with stride 1 or 0. Compiled once, for every loop.
@@ -217,6 +213,10 @@ class fused_group {
   return true;
 }
 
+// Coalesces ev's leaves for a contiguous destination of shape s. The group walks one row by
+// flat index, so this succeeds only when the whole space coalesces to one row that every leaf
+// reads with stride 1 or 0 (a broadcast scalar, such as the cotangent of a sum); the result says
+// whether every stride is 1 (else the loop reads them as row_access::unit_or_broadcast).
 template <class Ev>
 std::optional<bool> coalesce_to_row(Ev& ev, zenith::shape const& s) {
   stride_list strides;
