@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <vector>
 #include <zenith/zenith.hpp>
 
 namespace {
@@ -171,6 +173,32 @@ TEST_CASE("make_jaxpr: errors", "[make_jaxpr]") {
                     Catch::Contains("make_jaxpr") && Catch::Contains("no storage"));
   zn::ir::graph g;
   CHECK_THROWS_AS(g.add_equation("neg", {7}, zn::dtype::float32, {}), zn::value_error);
+}
+
+TEST_CASE("ir attributes: each kind of value reads back as itself, another kind is an error",
+          "[make_jaxpr]") {
+  using zn::ir::attr_value;
+  zn::ir::attributes a{{"axis", 2},
+                       {"epsilon", 1e-5},
+                       {"keepdims", true},
+                       {"axes", std::vector<std::int64_t>{0, 2}},
+                       {"new_dtype", zn::dtype::bfloat16},
+                       {"strides", "None"}};
+  CHECK(a.get<std::int64_t>("axis") == 2);
+  CHECK(a.get<double>("epsilon") == 1e-5);
+  CHECK(a.get<bool>("keepdims"));
+  CHECK(a.get<std::vector<std::int64_t>>("axes") == std::vector<std::int64_t>{0, 2});
+  CHECK(a.get<zn::dtype>("new_dtype") == zn::dtype::bfloat16);
+  CHECK(a.get<std::string>("strides") == "None");
+  CHECK(a.find("axis")->which() == attr_value::kind::integer);
+  CHECK(a.find("keepdims")->holds<bool>());
+  CHECK_FALSE(a.find("keepdims")->holds<std::int64_t>());
+  CHECK(a.find("missing") == nullptr);
+  CHECK_THROWS_WITH(a.get<double>("axis"), Catch::Contains("axis") && Catch::Contains("kind"));
+  CHECK_THROWS_AS(a.get<std::int64_t>("missing"), zn::value_error);
+  a.set("axis", std::int64_t(-1));  // replaces, never duplicates
+  CHECK(a.get<std::int64_t>("axis") == -1);
+  CHECK(std::distance(a.begin(), a.end()) == 6);
 }
 
 TEST_CASE("make_jaxpr of a function that calls grad: the backward pass is in the graph",

@@ -94,8 +94,8 @@ std::vector<std::optional<value_id>> equation_vjp(vjp_builder& b, equation const
     std::vector<std::int64_t> low(start), high(in0.size()), interior(in0.size(), 0);
     auto const* st = e.attrs.find("strides");
     for (std::size_t k = 0; k < in0.size(); ++k) {
-      std::int64_t step = st && std::holds_alternative<std::vector<std::int64_t>>(*st)
-                              ? std::get<std::vector<std::int64_t>>(*st)[k]
+      std::int64_t step = st && st->holds<std::vector<std::int64_t>>()
+                              ? st->get<std::vector<std::int64_t>>()[k]
                               : 1;
       std::int64_t n = std::int64_t(y.shape[k]);
       interior[k] = n > 0 ? step - 1 : 0;

@@ -13,13 +13,14 @@
 // expression) and equation results. Everything a consumer needs is here, as data: a printer
 // (ir/jaxpr.hpp), the tape's backward pass, exporters, a replay. The graph depends on core/
 // only, so every layer above it can record into it.
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "../core/buffer.hpp"
@@ -32,8 +33,83 @@ namespace zenith::ir {
 using value_id = std::uint32_t;
 
 // One attribute's value: an integer, a number, a flag, a list of integers, a dtype or a text.
-using attr_value =
-    std::variant<std::int64_t, double, bool, std::vector<std::int64_t>, zenith::dtype, std::string>;
+// A plain tagged struct rather than a std::variant: the code that builds attributes is compiled
+// in every program that includes zenith, and std::variant's converting constructors are heavy
+// templates to instantiate there.
+class attr_value {
+ public:
+  enum class kind : std::uint8_t { integer, number, flag, integers, dtype, text };
+
+  attr_value() = default;  // the integer 0
+  template <std::integral I>
+  attr_value(I v) {  // NOLINT: implicit, as attributes are written `{"axis", 1}`
+    if constexpr (std::is_same_v<I, bool>) {
+      kind_ = kind::flag;
+      flag_ = v;
+    } else {
+      integer_ = std::int64_t(v);
+    }
+  }
+  attr_value(double x) : kind_(kind::number), number_(x) {}                                // NOLINT
+  attr_value(std::vector<std::int64_t> l) : kind_(kind::integers), ints_(std::move(l)) {}  // NOLINT
+  attr_value(zenith::dtype d) : kind_(kind::dtype), dtype_(d) {}                           // NOLINT
+  attr_value(std::string s) : kind_(kind::text), text_(std::move(s)) {}                    // NOLINT
+  attr_value(char const* s) : attr_value(std::string(s)) {}                                // NOLINT
+
+  kind which() const { return kind_; }
+  // Whether the value is a T: std::int64_t, double, bool, std::vector<std::int64_t>,
+  // zenith::dtype or std::string.
+  template <class T>
+  bool holds() const {
+    return kind_ == kind_of<T>();
+  }
+  // The value as T; a value of another kind is a value_error.
+  template <class T>
+  T const& get() const {
+    if (!holds<T>()) throw value_error("ir: attribute value of another kind");
+    if constexpr (std::is_same_v<T, std::int64_t>)
+      return integer_;
+    else if constexpr (std::is_same_v<T, double>)
+      return number_;
+    else if constexpr (std::is_same_v<T, bool>)
+      return flag_;
+    else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>)
+      return ints_;
+    else if constexpr (std::is_same_v<T, zenith::dtype>)
+      return dtype_;
+    else
+      return text_;
+  }
+
+ private:
+  template <class T>
+  static constexpr kind kind_of() {
+    if constexpr (std::is_same_v<T, std::int64_t>)
+      return kind::integer;
+    else if constexpr (std::is_same_v<T, double>)
+      return kind::number;
+    else if constexpr (std::is_same_v<T, bool>)
+      return kind::flag;
+    else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>)
+      return kind::integers;
+    else if constexpr (std::is_same_v<T, zenith::dtype>)
+      return kind::dtype;
+    else {
+      static_assert(std::is_same_v<T, std::string>,
+                    "zenith: an attribute value is std::int64_t, double, bool, "
+                    "std::vector<std::int64_t>, zenith::dtype or std::string");
+      return kind::text;
+    }
+  }
+
+  kind kind_ = kind::integer;
+  bool flag_ = false;
+  zenith::dtype dtype_ = zenith::dtype::float32;
+  std::int64_t integer_ = 0;
+  double number_ = 0;
+  std::vector<std::int64_t> ints_;
+  std::string text_;
+};
 
 struct attr {
   std::string_view name;  // static storage: attribute names are literals
@@ -62,9 +138,9 @@ class attributes {
   template <class T>
   T const& get(std::string_view name) const {
     attr_value const* v = find(name);
-    if (!v || !std::holds_alternative<T>(*v))
+    if (!v || !v->holds<T>())
       throw value_error("ir: attribute '" + std::string(name) + "' missing or of another kind");
-    return std::get<T>(*v);
+    return v->get<T>();
   }
   auto begin() const { return list_.begin(); }
   auto end() const { return list_.end(); }

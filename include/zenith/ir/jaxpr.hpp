@@ -79,15 +79,22 @@ inline std::string ints_str(std::vector<std::int64_t> const& v, bool brackets = 
 
 template <class = void>
 std::string attr_str(attr_value const& v) {
-  struct visitor {
-    std::string operator()(std::int64_t i) const { return std::to_string(i); }
-    std::string operator()(double x) const { return number_str(x, zenith::dtype::float64); }
-    std::string operator()(bool b) const { return b ? "True" : "False"; }
-    std::string operator()(std::vector<std::int64_t> const& l) const { return ints_str(l); }
-    std::string operator()(zenith::dtype d) const { return std::string(dtype_name(d)); }
-    std::string operator()(std::string const& s) const { return s; }
-  };
-  return std::visit(visitor{}, v);
+  using kind = attr_value::kind;
+  switch (v.which()) {
+    case kind::integer:
+      return std::to_string(v.get<std::int64_t>());
+    case kind::number:
+      return number_str(v.get<double>(), zenith::dtype::float64);
+    case kind::flag:
+      return v.get<bool>() ? "True" : "False";
+    case kind::integers:
+      return ints_str(v.get<std::vector<std::int64_t>>());
+    case kind::dtype:
+      return std::string(dtype_name(v.get<zenith::dtype>()));
+    case kind::text:
+      break;
+  }
+  return v.get<std::string>();
 }
 
 // An equation's attributes as sorted `k=v` texts. dot_general's four dimension lists print as
@@ -99,7 +106,7 @@ std::vector<std::string> params_of(equation const& e) {
   if (dot) {
     auto l = [&](std::string_view n) {
       auto const* v = e.attrs.find(n);
-      return v ? ints_str(std::get<std::vector<std::int64_t>>(*v), true) : std::string("[]");
+      return v ? ints_str(v->get<std::vector<std::int64_t>>(), true) : std::string("[]");
     };
     kv.push_back("dimension_numbers=((" + l("lhs_contracting") + ", " + l("rhs_contracting") +
                  "), (" + l("lhs_batch") + ", " + l("rhs_batch") + "))");

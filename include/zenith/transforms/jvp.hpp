@@ -12,13 +12,13 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "../autodiff/forward.hpp"
 #include "../autodiff/ir_tape_run.hpp"
 #include "../autodiff/rules.hpp"
 #include "../autodiff/tape.hpp"
+#include "../core/any_array.hpp"
 #include "../core/apply.hpp"
 #include "../core/trace.hpp"
 #include "../core/tree.hpp"
@@ -31,7 +31,6 @@ namespace detail {
 // Registers the tangents of one primal tree (traced) from the matching tangent tree.
 template <class Tree>
 void register_tangents(Tree const& traced, Tree const& tangent, autodiff::tangents& ts) {
-  using any_array = std::variant<array<float>, array<double>, array<bfloat16>, array<float16>>;
   std::vector<any_array> given;
   for_each_leaf(tangent, [&](auto const& a) { given.emplace_back(a); });
   std::size_t k = 0;
@@ -39,7 +38,7 @@ void register_tangents(Tree const& traced, Tree const& tangent, autodiff::tangen
     using A = std::remove_cvref_t<decltype(a)>;
     if (k >= given.size())
       throw value_error("jvp: the tangents do not have the primals' structure");
-    A const& t = std::get<A>(given[k++]);
+    A const t = given[k++].template as<value_t<A>>();
     if (t.shape() != a.shape())
       throw shape_error("jvp: tangent of shape " + t.shape().str() + " for a primal of shape " +
                         a.shape().str());

@@ -352,8 +352,8 @@ void machine<U>::run_barrier(equation const& e) {
       auto const* strides = e.attrs.find("strides");
       for (std::size_t k = 0; k < start.size(); ++k) {
         std::int64_t step = 1;
-        if (strides && std::holds_alternative<std::vector<std::int64_t>>(*strides))
-          step = std::get<std::vector<std::int64_t>>(*strides)[k];
+        if (strides && strides->holds<std::vector<std::int64_t>>())
+          step = strides->get<std::vector<std::int64_t>>()[k];
         offset += start[k] * src[k];
         st[k] = step * src[k];
       }
