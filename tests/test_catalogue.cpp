@@ -6,6 +6,8 @@
 #include <zenith/zenith.hpp>
 
 #include <cmath>
+#include <iterator>
+#include <limits>
 #include <set>
 #include <string>
 #include <string_view>
@@ -134,6 +136,75 @@ void check_agreement() {
   }
 }
 
+// simd() against apply() where C's rules decide the result: every combination of NaN, +-inf,
+// +-0 and ordinary values (negative ones too) over the op's operands, lane by lane. NaN agrees
+// with NaN only, an infinity with the same infinity only; the lanes after the last combination
+// repeat the first.
+template <class Op, class T>
+void check_special_values() {
+  constexpr std::size_t n = arity<Op, T>();
+  using B = xsimd::batch<T>;
+  constexpr std::size_t W = B::size;
+  T const v[] = {std::numeric_limits<T>::quiet_NaN(),
+                 std::numeric_limits<T>::infinity(),
+                 -std::numeric_limits<T>::infinity(),
+                 T(0),
+                 T(-0.0),
+                 T(0.5),
+                 T(-0.5),
+                 T(1),
+                 T(-1),
+                 T(1.5),
+                 T(-2),
+                 T(3)};
+  constexpr std::size_t m = std::size(v);
+  std::size_t combos = 1;
+  for (std::size_t k = 0; k < n; ++k) combos *= m;
+  auto value = [&](std::size_t combo, std::size_t k) {
+    for (std::size_t j = 0; j < k; ++j) combo /= m;
+    return v[combo % m];
+  };
+  double tol = std::is_same_v<T, double> ? 1e-13 : 1e-6;
+  for (std::size_t first = 0; first < combos; first += W) {
+    alignas(64) T in[3][W];
+    for (std::size_t k = 0; k < n; ++k)
+      for (std::size_t i = 0; i < W; ++i) in[k][i] = value((first + i) % combos, k);
+    auto operand = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      if constexpr (zn::takes_mask<Op>(I))
+        return B::load_aligned(in[I]) > B(T(0));
+      else
+        return B::load_aligned(in[I]);
+    };
+    auto lane_operand = [&]<std::size_t I>(std::integral_constant<std::size_t, I>, std::size_t i) {
+      if constexpr (zn::takes_mask<Op>(I))
+        return in[I][i] > T(0);
+      else
+        return in[I][i];
+    };
+    auto r = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return Op::simd(operand(std::integral_constant<std::size_t, I>{})...);
+    }
+    (std::make_index_sequence<n>{});
+    for (std::size_t i = 0; i < W; ++i) {
+      auto s = [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return Op::apply(lane_operand(std::integral_constant<std::size_t, I>{}, i)...);
+      }
+      (std::make_index_sequence<n>{});
+      double got = double(r.get(i)), want = double(s);
+      INFO(Op::name << " on " << (std::is_same_v<T, float> ? "float" : "double") << " of ("
+                    << double(in[0][i]) << (n > 1 ? ", " + std::to_string(double(in[1][i])) : "")
+                    << (n > 2 ? ", " + std::to_string(double(in[2][i])) : "") << "): simd " << got
+                    << ", apply " << want);
+      if (std::isnan(got) || std::isnan(want))
+        CHECK((std::isnan(got) && std::isnan(want)));
+      else if (std::isinf(got) || std::isinf(want))
+        CHECK(got == want);
+      else
+        CHECK(std::abs(got - want) <= tol * (1 + std::abs(want)));
+    }
+  }
+}
+
 template <class Op>
 void check_op(std::set<std::string_view>& names) {
   STATIC_REQUIRE(check_members<Op>());
@@ -152,6 +223,10 @@ void check_op(std::set<std::string_view>& names) {
   }
   check_agreement<Op, typename lanes<Op>::first>();
   check_agreement<Op, typename lanes<Op>::second>();
+  if constexpr (std::is_floating_point_v<typename lanes<Op>::first>)
+    check_special_values<Op, typename lanes<Op>::first>();
+  if constexpr (std::is_floating_point_v<typename lanes<Op>::second>)
+    check_special_values<Op, typename lanes<Op>::second>();
 }
 
 template <class... Ops>

@@ -47,8 +47,12 @@ struct emulated_case {
 class host_library {
  public:
   explicit host_library(std::vector<emulated_case> const& cases) {
-    dir_ =
-        std::filesystem::temp_directory_path() / ("zenith_emulation_" + std::to_string(::getpid()));
+    // A directory (so a library path) of its own per library: GCC makes the shim's inline
+    // variables unique symbols (STB_GNU_UNIQUE), glibc then keeps the library loaded after
+    // dlclose, and a dlopen of the same path would return that earlier library.
+    static int libraries = 0;
+    dir_ = std::filesystem::temp_directory_path() /
+           ("zenith_emulation_" + std::to_string(::getpid()) + "_" + std::to_string(libraries++));
     std::filesystem::create_directories(dir_);
     std::string src = "#include \"host_grid_shim.hpp\"\n";
     std::size_t i = 0;
@@ -203,25 +207,41 @@ void add_op(std::vector<emulated_case>& cases) {
       [&] { return std::tuple(x(), zn::array<T>(x() * 0.5), zn::array<T>(x() + 1)); });
 }
 
-// Op on arrays of T that hold NaN, +inf and -inf among ordinary values, in every operand: a
-// device kernel must give what the CPU gives for them too.
+// Op on arrays of T that hold NaN, +inf, -inf, 0 and -0 among ordinary values, in every operand:
+// a device kernel must give what the CPU gives for them too. Elements 0..24 pair every special
+// value of the first operand with every one of the second (the third takes a third pattern),
+// 25..29 put a special value against ordinary ones in the first operand, 30..34 in the second.
+// The operands are built one statement after another: the pairings must not depend on the
+// order in which a compiler evaluates function arguments.
 template <class Op, class T>
 void add_special_op(std::vector<emulated_case>& cases) {
-  zn::shape s{5, 7};
+  zn::shape s{5, 8};
   double const nan = std::numeric_limits<double>::quiet_NaN(),
                inf = std::numeric_limits<double>::infinity();
-  std::size_t shift = 0;
-  auto x = [&] {
+  double const special[] = {nan, inf, -inf, 0.0, -0.0};
+  auto x = [&](std::size_t operand) {
     zn::array<T> a = random_array<T>(s, -2, 2);
-    double const special[] = {nan, inf, -inf, 0.0, -0.0};
-    for (std::size_t i = 0; i < a.size(); i += 3) a.data()[i] = T(special[(i / 3 + shift) % 5]);
-    ++shift;  // each operand has its specials at other positions against the others' values
+    for (std::size_t i = 0; i < 25; ++i) {
+      std::size_t const k = operand == 0 ? i % 5 : operand == 1 ? i / 5 : (i / 5 + i) % 5;
+      a.data()[i] = T(special[k]);
+    }
+    if (operand < 2)
+      for (std::size_t i = 0; i < 5; ++i) a.data()[25 + 5 * operand + i] = T(special[i]);
     return a;
   };
-  add_map_case<Op, T>(cases,
-                      std::string(Op::name) + " on " + std::string(cu::device_type<T>()) +
-                          " with NaN and infinities",
-                      x, [&] { return std::tuple(x(), x(), x()); });
+  std::string const what = std::string(Op::name) + " on " + std::string(cu::device_type<T>()) +
+                           " with NaN, infinities and zeros";
+  using A = zn::array<T>;
+  A a = x(0), b = x(1), c = x(2);
+  if constexpr (std::is_same_v<Op, zn::ops::where>)
+    cases.push_back(
+        make_case(what, zn::map_node<Op, zn::array<bool>, A, A>(zn::eval(a > b), b, c)));
+  else if constexpr (op_arity<Op>() == 1)
+    cases.push_back(make_case(what, zn::map_node<Op, A>(a)));
+  else if constexpr (op_arity<Op>() == 2)
+    cases.push_back(make_case(what, zn::map_node<Op, A, A>(a, b)));
+  else
+    cases.push_back(make_case(what, zn::map_node<Op, A, A, A>(a, b, c)));
 }
 
 template <class... Ops>

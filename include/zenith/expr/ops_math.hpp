@@ -379,12 +379,25 @@ struct pow {
     using std::pow;
     return pow(a, b);
   }
-  // x^0 and 1^y are 1 for every x and y, NaN included, and any other power with a NaN is NaN
-  // (C's pow, JAX's); xsimd's pow differs on some of them.
+  // C's pow (JAX's) everywhere: xsimd's pow is right for finite nonzero bases and finite
+  // exponents, and differs from C on powers of a zero, an infinity or a NaN (0^-0.5 is inf, not
+  // 0; (-inf)^0.5 is inf and (-1)^inf is 1, not NaN). A batch with such a lane takes those lanes
+  // from std::pow, as the scalar path does; other batches pay a few comparisons.
   template <class B>
   static B simd(B const& a, B const& b) {
     using T = typename B::value_type;
-    B r = xsimd::select(detail::nan_mask(a) || detail::nan_mask(b), a + b, xsimd::pow(a, b));
+    B r = xsimd::pow(a, b);
+    auto const special = !xsimd::isfinite(a) || !xsimd::isfinite(b) || a == B(T(0));
+    if (xsimd::any(special)) [[unlikely]] {
+      alignas(B::arch_type::alignment()) T x[B::size], y[B::size], out[B::size];
+      a.store_aligned(x);
+      b.store_aligned(y);
+      r.store_aligned(out);
+      for (std::size_t i = 0; i < B::size; ++i)
+        if (!std::isfinite(x[i]) || !std::isfinite(y[i]) || x[i] == T(0))
+          out[i] = apply(x[i], y[i]);
+      r = B::load_aligned(out);
+    }
     return xsimd::select(b == B(T(0)) || a == B(T(1)), B(T(1)), r);
   }
   template <std::size_t I, class Y, class A, class B>
