@@ -382,7 +382,8 @@ struct pow {
   // C's pow (JAX's) everywhere: xsimd's pow is right for finite nonzero bases and finite
   // exponents, and differs from C on powers of a zero, an infinity or a NaN (0^-0.5 is inf, not
   // 0; (-inf)^0.5 is inf and (-1)^inf is 1, not NaN). A batch with such a lane takes those lanes
-  // from std::pow, as the scalar path does; other batches pay a few comparisons.
+  // from std::pow, as the scalar path does. The check costs about a third of pow's SIMD time
+  // even when no lane is special (selects in place of the branch cost as much).
   template <class B>
   static B simd(B const& a, B const& b) {
     using T = typename B::value_type;
