@@ -97,38 +97,48 @@ constexpr bool check_members() {
   return catalogued<Op>;
 }
 
+// Op::simd() on the batches in[0..n-1], and Op::apply() on their lane i; an operand the op takes
+// as a mask (where's condition) is `in > mask_above`.
+template <class Op, class T, std::size_t W>
+auto simd_on(T const (&in)[3][W], T mask_above) {
+  using B = xsimd::batch<T>;
+  auto operand = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+    if constexpr (zn::takes_mask<Op>(I))
+      return B::load_aligned(in[I]) > B(mask_above);
+    else
+      return B::load_aligned(in[I]);
+  };
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return Op::simd(operand(std::integral_constant<std::size_t, I>{})...);
+  }
+  (std::make_index_sequence<arity<Op, T>()>{});
+}
+template <class Op, class T, std::size_t W>
+auto apply_on(T const (&in)[3][W], std::size_t i, T mask_above) {
+  auto operand = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+    if constexpr (zn::takes_mask<Op>(I))
+      return in[I][i] > mask_above;
+    else
+      return in[I][i];
+  };
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return Op::apply(operand(std::integral_constant<std::size_t, I>{})...);
+  }
+  (std::make_index_sequence<arity<Op, T>()>{});
+}
+
 // Runs simd() on a few lanes and checks each lane against apply().
 template <class Op, class T>
 void check_agreement() {
-  constexpr std::size_t n = arity<Op, T>();
-  using B = xsimd::batch<T>;
-  constexpr std::size_t W = B::size;
+  constexpr std::size_t W = xsimd::batch<T>::size;
   // Inputs in [0.25, 2]: inside every op's domain (log, sqrt, pow, atan2, ...).
   alignas(64) T in[3][W];
   for (std::size_t k = 0; k < 3; ++k)
     for (std::size_t i = 0; i < W; ++i) in[k][i] = T(0.25 + 0.07 * double((i * 5 + k * 3) % 26));
-  auto operand = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
-    if constexpr (zn::takes_mask<Op>(I))
-      return B::load_aligned(in[I]) > B(T(1));
-    else
-      return B::load_aligned(in[I]);
-  };
-  auto lane_operand = [&]<std::size_t I>(std::integral_constant<std::size_t, I>, std::size_t i) {
-    if constexpr (zn::takes_mask<Op>(I))
-      return in[I][i] > T(1);
-    else
-      return in[I][i];
-  };
-  auto r = [&]<std::size_t... I>(std::index_sequence<I...>) {
-    return Op::simd(operand(std::integral_constant<std::size_t, I>{})...);
-  }
-  (std::make_index_sequence<n>{});
+  auto r = simd_on<Op>(in, T(1));
   double tol = std::is_same_v<T, double> ? 1e-13 : 1e-6;
   for (std::size_t i = 0; i < W; ++i) {
-    auto s = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return Op::apply(lane_operand(std::integral_constant<std::size_t, I>{}, i)...);
-    }
-    (std::make_index_sequence<n>{});
+    auto s = apply_on<Op>(in, i, T(1));
     double got = double(r.get(i)), want = double(s);
     INFO(Op::name << " on " << (std::is_same_v<T, float> ? "float" : "double") << " lane " << i
                   << ": simd " << got << ", apply " << want);
@@ -169,27 +179,9 @@ void check_special_values() {
     alignas(64) T in[3][W];
     for (std::size_t k = 0; k < n; ++k)
       for (std::size_t i = 0; i < W; ++i) in[k][i] = value((first + i) % combos, k);
-    auto operand = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
-      if constexpr (zn::takes_mask<Op>(I))
-        return B::load_aligned(in[I]) > B(T(0));
-      else
-        return B::load_aligned(in[I]);
-    };
-    auto lane_operand = [&]<std::size_t I>(std::integral_constant<std::size_t, I>, std::size_t i) {
-      if constexpr (zn::takes_mask<Op>(I))
-        return in[I][i] > T(0);
-      else
-        return in[I][i];
-    };
-    auto r = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return Op::simd(operand(std::integral_constant<std::size_t, I>{})...);
-    }
-    (std::make_index_sequence<n>{});
+    auto r = simd_on<Op>(in, T(0));
     for (std::size_t i = 0; i < W; ++i) {
-      auto s = [&]<std::size_t... I>(std::index_sequence<I...>) {
-        return Op::apply(lane_operand(std::integral_constant<std::size_t, I>{}, i)...);
-      }
-      (std::make_index_sequence<n>{});
+      auto s = apply_on<Op>(in, i, T(0));
       double got = double(r.get(i)), want = double(s);
       INFO(Op::name << " on " << (std::is_same_v<T, float> ? "float" : "double") << " of ("
                     << double(in[0][i]) << (n > 1 ? ", " + std::to_string(double(in[1][i])) : "")
