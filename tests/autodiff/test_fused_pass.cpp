@@ -362,3 +362,38 @@ TEST_CASE("value_and_grad computes the loss's sum in the loop of a gradient",
     for (std::size_t i = 0; i < n; ++i) REQUIRE(g2.data()[i] == 1.0);
   }
 }
+
+TEST_CASE("a further cotangent of an array is added to its sum bit for bit", "[grad][fused_pass]") {
+  // a read twice: its gradient is w + v whichever cotangent comes first (1 * w is exact, and
+  // addition commutes). The second is added in the pass that computes it, into the first's
+  // buffer; where it cannot join that pass (a transposed read), computed apart and added.
+  auto check = [](auto const& a, auto const& w, auto const& v, auto const& f, auto const& want) {
+    zn::array<double> g = zn::grad(f)(a);
+    zn::array<double> expected = want(w, v);
+    REQUIRE(g.shape() == expected.shape());
+    for (std::size_t i = 0; i < g.size(); ++i) REQUIRE(same_bits(g.data()[i], expected.data()[i]));
+  };
+  for (bool simd : {true, false}) {
+    zn::set_simd_enabled(simd);
+    for (std::size_t n : {std::size_t(1), std::size_t(9), std::size_t(8193), std::size_t(40001)}) {
+      INFO("n " << n << ", simd " << simd);
+      auto a = random_array({n}, 31), w = random_array({n}, 32), v = random_array({n}, 33);
+      check(
+          a, w, v, [&](auto const& a) { return zn::sum(a * w) + zn::sum(zn::exp(v) * a); },
+          [](auto const& w, auto const& v) { return w + zn::exp(v); });
+      // Three reads, the third in float, of whole numbers (so that every order of the sums
+      // is exact): added in turn.
+      auto u = zn::eval(zn::floor(w * 8.0)), s = zn::eval(zn::floor(v * 8.0));
+      auto sf = zn::eval(zn::cast<float>(s));
+      check(
+          a, u, s, [&](auto const& a) { return zn::sum(a * u + s * a) - zn::sum(a * sf); },
+          [&](auto const& u, auto const& s) { return u + s - zn::cast<double>(sf); });
+    }
+    auto a = random_array({37, 45}, 34), w = random_array({37, 45}, 35),
+         v = random_array({45, 37}, 36);
+    check(
+        a, w, v, [&](auto const& a) { return zn::sum(a * w) + zn::sum(a * zn::transpose(v)); },
+        [](auto const& w, auto const& v) { return w + zn::transpose(v); });
+  }
+  zn::set_simd_enabled(true);
+}

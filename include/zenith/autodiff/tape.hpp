@@ -78,15 +78,7 @@ class cotangents {
       if (!st_->reads_traced(b)) return;
       auto& slot = slots<T>()[b];
       if (slot) {
-        // A further read: added in place, in the same pass that computes it. A running sum the
-        // group allocated is private to this store: the addition joins the group too.
-        if (queued_.contains(slot->storage().get())) {
-          make_room(std::int64_t(slot->size()));
-          zenith::detail::store_into(group_, *slot, *slot + ct);
-          return;
-        }
-        flush();
-        zenith::detail::assign_rebind_untraced(*slot, *slot + ct, true);
+        add_further(*slot, ct);
       } else if constexpr (std::is_same_v<G, array<T>>) {
         slot = ct;
       } else if (device d = leaf.device(); d != cpu) {
@@ -173,6 +165,35 @@ class cotangents {
   }
 
  private:
+  // A further read of a buffer: ct added to its running sum. In place, in the group's pass that
+  // computes ct, where the sum is this store's own (allocated by the group, or held by nothing
+  // else): the loop that would store ct fresh adds it instead (store_loop::accumulate), so no
+  // loop is compiled for the sum's own expression. Else ct is computed on its own and added as an
+  // array, an addition compiled once per element type.
+  template <class T, class G>
+  void add_further(array<T>& slot, G const& ct) {
+    if constexpr (std::is_same_v<G, array<T>> || barrier_expression<G> ||
+                  !zenith::detail::store_loop<T, G>::can_accumulate) {
+      flush();
+      zenith::detail::assign_rebind_untraced(slot, slot + ct, true);
+    } else {
+      auto const& buf = slot.storage();
+      bool own = queued_.contains(buf.get()) ||
+                 (buf && buf->owned() && buf.use_count() == 1 && slot.device() == cpu);
+      if (own && slot.shape() == ct.shape()) {
+        make_room(std::int64_t(slot.size()));
+        if (zenith::detail::add_into(group_, slot, ct)) {
+          queued_.insert(buf.get());
+          return;
+        }
+      }
+      flush();
+      auto [c, queued] = zenith::detail::store_or_evaluate<T>(group_, ct);
+      if (queued) flush();
+      zenith::detail::assign_rebind_untraced(slot, slot + c, true);
+    }
+  }
+
   template <class T>
   using slot_map = zenith::detail::small_map<buffer const*, std::optional<array<T>>>;
 
