@@ -27,6 +27,7 @@
 #include "adjoint_nodes.hpp"
 #include "memoize.hpp"
 #include "sum_to.hpp"
+#include "uniform.hpp"
 
 namespace zenith::autodiff {
 
@@ -47,6 +48,9 @@ void backward(E const& e, G&& ct, Sink& sink) {
   if constexpr (E::fixed) {
     // Only tensors and scalars below: no array, so nothing an array gradient reaches. (Tensor
     // functions are differentiated by the fixed-size transforms, transforms/jacobian.hpp.)
+  } else if constexpr (uniform_v<std::remove_cvref_t<G>> &&
+                       !folded_uniform_v<std::remove_cvref_t<G>>) {
+    reverse<E>::run(e, fold_uniform(ct), sink);  // constants alone: one value (uniform.hpp)
   } else {
     reverse<E>::run(e, std::forward<G>(ct), sink);
   }
