@@ -70,12 +70,27 @@ struct reverse<scalar_node<T>> {
   static void run(scalar_node<T> const&, G const&, Sink&) {}
 };
 
-// A barrier evaluated once (autodiff/memoize.hpp): the barrier's own rule.
+// Whether a cotangent enters a barrier's rule as it is: an array, or one folded value.
+template <class G>
+inline constexpr bool rule_ready_v = folded_uniform_v<G>;
+template <element T>
+inline constexpr bool rule_ready_v<array<T>> = true;
+
+// A barrier evaluated once (autodiff/memoize.hpp): the barrier's own rule. The cotangent of a
+// barrier op (matmul, conv2d, softmax, layer_norm, concatenate) is evaluated into an array
+// first, unless it is one or a folded constant: the rule, and every cotangent it builds for the
+// op's operands, are then compiled once per op and operand types, not once for each expression
+// that reaches the op. That pass is one a kernel's operand needs anyway, and small beside the
+// rule's own (a softmax's reads the cotangent twice). A reduction's cotangent is its own: it is
+// the size of the reduced result, often a scalar whose broadcast the loops below read best.
 template <class B>
 struct reverse<memo_node<B>> {
   template <class G, class Sink>
   static void run(memo_node<B> const& e, G&& ct, Sink& sink) {
-    if constexpr (requires { reverse<B>::run(e.node, std::forward<G>(ct), sink, &e.value); })
+    using T = value_t<B>;
+    if constexpr (!is_reduce_node_v<B> && !rule_ready_v<std::remove_cvref_t<G>>)
+      run(e, zenith::detail::evaluate_for_rules<T, 1>(zenith::detail::convert<T>(ct)), sink);
+    else if constexpr (requires { reverse<B>::run(e.node, std::forward<G>(ct), sink, &e.value); })
       reverse<B>::run(e.node, std::forward<G>(ct), sink, &e.value);  // a rule reading the value
     else
       backward(e.node, std::forward<G>(ct), sink);
