@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../core/any_array.hpp"
+#include "../core/runtime_instance.hpp"
 #include "../expr/to_ir.hpp"
 #include "ir_ops.hpp"
 
@@ -62,6 +63,7 @@ class vjp_builder_t {
  private:
   graph& g_;
 };
+ZENITH_RUNTIME_INSTANCE(class vjp_builder_t<>)
 using vjp_builder = vjp_builder_t<>;
 
 // x times partial p.
@@ -95,6 +97,8 @@ value_id unreduce(vjp_builder& b, value_id ct, zenith::shape in, std::uint32_t a
     if (axes >> k & 1) kept[k] = 1;
   return b.broadcast(b.reshape(ct, kept), in);
 }
+ZENITH_RUNTIME_INSTANCE(value_id unreduce<>(vjp_builder& b, value_id ct, zenith::shape in,
+                                            std::uint32_t axes))
 
 // The transpose of the last two axes of a value of rank r.
 template <class = void>
@@ -106,6 +110,7 @@ value_id transpose_last(vjp_builder& b, value_id v) {
   std::swap(s[s.size() - 1], s[s.size() - 2]);
   return b.eq("transpose", {v}, s, {{"permutation", perm}});
 }
+ZENITH_RUNTIME_INSTANCE(value_id transpose_last<>(vjp_builder& b, value_id v))
 
 // The same equation applied to other operands (a linear op on a tangent).
 template <class = void>
@@ -113,6 +118,8 @@ value_id again(vjp_builder& b, equation const& e, std::vector<value_id> in) {
   value const& y = b.g().at(e.output);
   return b.g().add_equation(e.op, std::move(in), y.dtype, y.shape, e.attrs);
 }
+ZENITH_RUNTIME_INSTANCE(value_id again<>(vjp_builder& b, equation const& e,
+                                         std::vector<value_id> in))
 
 // The tangent of a bilinear equation (dot_general, each conv2d part): e(ta, b) + e(a, tb), the
 // terms of operands without a tangent left out.
@@ -127,6 +134,8 @@ std::optional<value_id> bilinear_jvp(vjp_builder& b, equation const& e,
   }
   return sum;
 }
+ZENITH_RUNTIME_INSTANCE(std::optional<value_id> bilinear_jvp<>(
+    vjp_builder& b, equation const& e, std::vector<std::optional<value_id>> const& ts))
 
 // A zero of v's shape and dtype: the tangent of an operand that has none, where a rule needs
 // them all.
@@ -135,5 +144,6 @@ value_id zero_like(vjp_builder& b, value_id v) {
   zenith::shape s = b.g().at(v).shape;  // first: appending moves the values
   return b.broadcast(b.g().add_literal(b.g().at(v).dtype, 0), s);
 }
+ZENITH_RUNTIME_INSTANCE(value_id zero_like<>(vjp_builder& b, value_id v))
 
 }  // namespace zenith::ir::detail

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/runtime_instance.hpp"
 #include "ir_vjp.hpp"
 
 namespace zenith::ir {
@@ -68,6 +69,8 @@ std::optional<value_id> equation_jvp(vjp_builder& b, equation const& e,
   }
   return sum;
 }
+ZENITH_RUNTIME_INSTANCE(std::optional<value_id> equation_jvp<>(
+    vjp_builder& b, equation const& e, std::vector<std::optional<value_id>> const& ts))
 
 }  // namespace detail
 
@@ -104,6 +107,9 @@ std::vector<std::optional<value_id>> append_jvp_registered(graph& g,
   for (value_id v : outputs) out.push_back(v < t.size() ? t[v] : std::nullopt);
   return out;
 }
+ZENITH_RUNTIME_INSTANCE(std::vector<std::optional<value_id>> append_jvp_registered<>(
+    graph& g, std::vector<value_id> const& primals, std::vector<value_id> const& tangents,
+    std::vector<value_id> const& outputs))
 
 }  // namespace detail
 
@@ -118,5 +124,8 @@ std::vector<std::optional<value_id>> append_jvp(graph& g, std::vector<value_id> 
   register_all();
   return detail::append_jvp_registered(g, primals, tangents, outputs);
 }
+ZENITH_RUNTIME_INSTANCE(std::vector<std::optional<value_id>> append_jvp<>(
+    graph& g, std::vector<value_id> const& primals, std::vector<value_id> const& tangents,
+    std::vector<value_id> const& outputs))
 
 }  // namespace zenith::ir

@@ -11,6 +11,7 @@
 #include "../backend/cpu/interpret_barriers.hpp"
 #include "../backend/cpu/op_kernels.hpp"
 #include "../core/dtype.hpp"
+#include "../core/runtime_instance.hpp"
 #include "ir_partial.hpp"
 
 namespace zenith::ir {
@@ -52,6 +53,7 @@ void register_rule_ops() {
   }();
   (void)once;
 }
+ZENITH_RUNTIME_INSTANCE(void register_rule_ops<>())
 
 }  // namespace detail
 
@@ -83,5 +85,6 @@ void register_all() {
   }();
   (void)once;
 }
+ZENITH_RUNTIME_INSTANCE(void register_all<>())
 
 }  // namespace zenith::ir

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/runtime_instance.hpp"
 #include "../expr/to_ir.hpp"
 #include "../ir/op_table.hpp"
 
@@ -187,6 +188,8 @@ std::vector<std::optional<partial>> elementwise_partials(graph& g, equation cons
   f(g, e, xs, perm, want, out);
   return out;
 }
+ZENITH_RUNTIME_INSTANCE(std::vector<std::optional<partial>> elementwise_partials<>(
+    graph& g, equation const& e, std::vector<char> const& want, std::string_view mode))
 
 }  // namespace detail
 

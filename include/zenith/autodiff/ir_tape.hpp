@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../core/any_array.hpp"
+#include "../core/runtime_instance.hpp"
 #include "../core/trace.hpp"
 #include "../expr/to_ir.hpp"
 
@@ -149,6 +150,8 @@ any_array run_recorded(trace_state& t, std::size_t first, ir::value_id first_val
   note_recorded(t, first, first_value);
   return value;
 }
+ZENITH_RUNTIME_INSTANCE(any_array run_recorded<>(trace_state& t, std::size_t first,
+                                                 ir::value_id first_value, ir::value_id id))
 
 // Materializes e (which reads arrays trace t traces) as the trace's IR: its equations appended,
 // then run_recorded.

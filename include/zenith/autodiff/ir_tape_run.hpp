@@ -25,6 +25,7 @@
 
 #include "../backend/cpu/interpret.hpp"
 #include "../core/recording.hpp"
+#include "../core/runtime_instance.hpp"
 #include "forward.hpp"
 #include "ir_jvp.hpp"
 #include "ir_tape.hpp"
@@ -151,6 +152,9 @@ void record_run_into(trace_state& t, ir::graph const& g, std::vector<any_array> 
     if (dep[eqs[i].output]) map_value(map_value, eqs[i].output);
   note_recorded(t, first, first_value);
 }
+ZENITH_RUNTIME_INSTANCE(void record_run_into<>(trace_state& t, ir::graph const& g,
+                                               std::vector<any_array> const& vals,
+                                               std::vector<std::size_t> const& order))
 
 // An IR run as a step of a jit recording (core/recording.hpp): on a replay the same equations
 // run again on the arrays at its read pointers, and their results are copied to its write
@@ -181,6 +185,7 @@ struct ir_run_step {
     for (char*& p : out_ptrs) v.writes(p);
   }
 };
+ZENITH_RUNTIME_INSTANCE(struct ir_run_step<>)
 
 // Runs the equations at positions `order` of g with vals (interpret.hpp's run_equations), on
 // the host, and records them into every active trace that reads what they read; a jit
@@ -259,6 +264,8 @@ any_array compute_hook(trace_state& t, std::size_t first, ir::value_id out) {
   run_traced(ir.graph, ir.arrays, std::move(order), {out});
   return ir.arrays[out];
 }
+ZENITH_RUNTIME_INSTANCE(any_array compute_hook<>(trace_state& t, std::size_t first,
+                                                 ir::value_id out))
 
 // A new input of g holding a (a seed or a tangent the derivative equations read).
 inline ir::value_id add_given(ir::graph& g, std::vector<any_array>& vals, any_array const& a) {
@@ -280,6 +287,8 @@ bool run_derivatives(ir::graph const& g, std::vector<any_array>& vals,
   run_traced(g, vals, ir::needed_equations(g, vals, want), want, true);
   return true;
 }
+ZENITH_RUNTIME_INSTANCE(bool run_derivatives<>(ir::graph const& g, std::vector<any_array>& vals,
+                                               std::vector<std::optional<ir::value_id>> const& r))
 
 template <class = void>
 void pull_hook(trace_state& t, std::size_t first, std::size_t last, ir::value_id first_value,
@@ -314,6 +323,9 @@ void pull_hook(trace_state& t, std::size_t first, std::size_t last, ir::value_id
     if (auto add = typed(a.dtype()).add) add(cts, a, vals[*r[k]]);
   }
 }
+ZENITH_RUNTIME_INSTANCE(void pull_hook<>(trace_state& t, std::size_t first, std::size_t last,
+                                         ir::value_id first_value, ir::value_id last_value,
+                                         autodiff::cotangents& cts))
 
 // Templates so that the interpreter and the IR rules are compiled only into programs that
 // start a transform.
@@ -332,6 +344,7 @@ std::shared_ptr<ir_trace> make_ir_trace() {
   ir->run = &ir_hooks<>;
   return ir;
 }
+ZENITH_RUNTIME_INSTANCE(std::shared_ptr<ir_trace> make_ir_trace<>())
 
 // The tangents of everything trace t holds (forward mode), from the tangents ts has for its
 // inputs: t's graph differentiated forward once, run, each result's tangent set in ts.
@@ -363,6 +376,7 @@ void compute_tangents(trace_state& t, autodiff::tangents& ts) {
     if (auto set = typed(a.dtype()).set_tangent) set(ts, a, vals[*r[k]]);
   }
 }
+ZENITH_RUNTIME_INSTANCE(void compute_tangents<>(trace_state& t, autodiff::tangents& ts))
 
 }  // namespace zenith::detail
 

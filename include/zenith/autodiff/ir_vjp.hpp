@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../core/any_array.hpp"
+#include "../core/runtime_instance.hpp"
 #include "../expr/to_ir.hpp"
 #include "ir_builder.hpp"
 #include "ir_ops.hpp"
@@ -57,6 +58,7 @@ value_id prod_partial(vjp_builder& b, equation const& e) {
   value_id at_zero = where(zero, rest, g.add_literal(d, 0));
   return where(is(zeros, 0), none, where(is(zeros, 1), at_zero, g.add_literal(d, 0)));
 }
+ZENITH_RUNTIME_INSTANCE(value_id prod_partial<>(vjp_builder& b, equation const& e))
 
 // The cotangents of equation e's operands, given its output's cotangent ct: one entry per
 // operand of e (nullopt where none flows).
@@ -137,6 +139,9 @@ std::vector<std::optional<value_id>> equation_vjp(vjp_builder& b, equation const
   }
   return out;
 }
+ZENITH_RUNTIME_INSTANCE(std::vector<std::optional<value_id>> equation_vjp<>(vjp_builder& b,
+                                                                            equation const& e,
+                                                                            value_id ct))
 
 }  // namespace detail
 
@@ -171,6 +176,9 @@ std::vector<std::optional<value_id>> append_vjp_registered(graph& g,
   for (value_id v : wrt) out.push_back(v < ct.size() ? ct[v] : std::nullopt);
   return out;
 }
+ZENITH_RUNTIME_INSTANCE(std::vector<std::optional<value_id>> append_vjp_registered<>(
+    graph& g, std::vector<value_id> const& outputs, std::vector<value_id> const& cts,
+    std::vector<value_id> const& wrt, std::size_t first))
 
 }  // namespace detail
 
@@ -187,5 +195,8 @@ std::vector<std::optional<value_id>> append_vjp(graph& g, std::vector<value_id> 
   register_all();
   return detail::append_vjp_registered(g, outputs, cts, wrt, first);
 }
+ZENITH_RUNTIME_INSTANCE(std::vector<std::optional<value_id>> append_vjp<>(
+    graph& g, std::vector<value_id> const& outputs, std::vector<value_id> const& cts,
+    std::vector<value_id> const& wrt, std::size_t first))
 
 }  // namespace zenith::ir

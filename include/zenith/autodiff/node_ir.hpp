@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../core/runtime_instance.hpp"
 #include "../expr/to_ir.hpp"
 #include "adjoint_nodes.hpp"
 #include "memoize.hpp"
@@ -34,6 +35,9 @@ ir::value_id ir_sum_to(ir::graph& g, ir::value_id v, std::vector<int> const& axe
   }
   return ir::detail::reshape(g, v, s);
 }
+ZENITH_RUNTIME_INSTANCE(ir::value_id ir_sum_to<>(ir::graph& g, ir::value_id v,
+                                                 std::vector<int> const& axes,
+                                                 zenith::shape const& s))
 }  // namespace detail
 
 // A barrier's kept value: the array (a value of the trace when it recorded it).

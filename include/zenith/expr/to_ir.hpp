@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../core/array.hpp"
+#include "../core/runtime_instance.hpp"
 #include "../core/small_map.hpp"
 #include "../ir/graph.hpp"
 #include "concat.hpp"
@@ -131,6 +132,7 @@ value_id broadcast(graph& g, value_id v, zenith::shape const& s) {
   return g.add_equation("broadcast_in_dim", {v}, d, s,
                         {{"broadcast_dimensions", iota_list(off, x.shape.size())}});
 }
+ZENITH_RUNTIME_INSTANCE(value_id broadcast<>(graph& g, value_id v, zenith::shape const& s))
 
 // v (of shape `from`) with axes of size 1 inserted to give shape s: the axes of s that are not
 // in `inserted` (a bit mask over s's axes) take v's axes in order.
@@ -144,6 +146,8 @@ value_id insert_axes(graph& g, value_id v, zenith::shape const& s, std::uint32_t
     if (!(inserted >> k & 1)) dims.push_back(std::int64_t(k));
   return g.add_equation("broadcast_in_dim", {v}, d, s, {{"broadcast_dimensions", dims}});
 }
+ZENITH_RUNTIME_INSTANCE(value_id insert_axes<>(graph& g, value_id v, zenith::shape const& s,
+                                               std::uint32_t inserted))
 
 // v converted to dtype d (v itself when it is d already).
 template <class = void>
@@ -155,6 +159,7 @@ value_id convert(graph& g, value_id v, zenith::dtype d) {
   return g.add_equation("convert_element_type", {v}, d, s,
                         {{"new_dtype", d}, {"weak_type", false}});
 }
+ZENITH_RUNTIME_INSTANCE(value_id convert<>(graph& g, value_id v, zenith::dtype d))
 
 template <class = void>
 value_id reshape(graph& g, value_id v, zenith::shape const& s) {
@@ -166,6 +171,7 @@ value_id reshape(graph& g, value_id v, zenith::shape const& s) {
                          {"dimensions", std::string("None")},
                          {"sharding", std::string("None")}});
 }
+ZENITH_RUNTIME_INSTANCE(value_id reshape<>(graph& g, value_id v, zenith::shape const& s))
 
 // numpy's matmul of a and b (already of the result's dtype) as one dot_general.
 template <class = void>
@@ -195,6 +201,8 @@ value_id matmul(graph& g, value_id a, value_id b, zenith::detail::matmul_dims co
                          {"rhs_batch", rbat},
                          {"preferred_element_type", dt}});
 }
+ZENITH_RUNTIME_INSTANCE(value_id matmul<>(graph& g, value_id a, value_id b,
+                                          zenith::detail::matmul_dims const& d, zenith::dtype dt))
 
 }  // namespace detail
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/runtime_instance.hpp"
 #include "graph.hpp"
 
 namespace zenith::ir {
@@ -69,6 +70,7 @@ std::string number_str(double x, zenith::dtype d) {
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
 }
+ZENITH_RUNTIME_INSTANCE(std::string number_str<>(double x, zenith::dtype d))
 
 inline std::string ints_str(std::vector<std::int64_t> const& v, bool brackets = false) {
   std::string s = brackets ? "[" : "(";
@@ -96,6 +98,7 @@ std::string attr_str(attr_value const& v) {
   }
   return v.get<std::string>();
 }
+ZENITH_RUNTIME_INSTANCE(std::string attr_str<>(attr_value const& v))
 
 // An equation's attributes as sorted `k=v` texts. dot_general's four dimension lists print as
 // JAX's one dimension_numbers parameter.
@@ -118,6 +121,7 @@ std::vector<std::string> params_of(equation const& e) {
   std::sort(kv.begin(), kv.end());
   return kv;
 }
+ZENITH_RUNTIME_INSTANCE(std::vector<std::string> params_of<>(equation const& e))
 
 // JAX's variable names: a..z, then ba, bb, ... (base 26, no leading a).
 inline std::string var_name(std::size_t n) {
@@ -188,5 +192,6 @@ std::string to_jaxpr(graph const& g) {
   for (auto const& l : long_lines) out += "    " + l + "\n";
   return out + "  " + tail;
 }
+ZENITH_RUNTIME_INSTANCE(std::string to_jaxpr<>(graph const& g))
 
 }  // namespace zenith::ir

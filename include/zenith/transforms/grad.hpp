@@ -27,6 +27,7 @@
 #include "../autodiff/tape.hpp"
 #include "../core/apply.hpp"
 #include "../core/creation.hpp"
+#include "../core/runtime_instance.hpp"
 #include "../core/tensor.hpp"
 #include "../core/trace.hpp"
 #include "../core/tree.hpp"
@@ -69,6 +70,7 @@ trace_state nested_trace(char const* transform) {
   st.ir = make_ir_trace();
   return st;
 }
+ZENITH_RUNTIME_INSTANCE(trace_state nested_trace<>(char const* transform))
 
 // The argument as the traced function sees it: a copy of the tree whose every array is an
 // alias of itself (same memory) under a fresh buffer identity, marked traced. Enclosing levels

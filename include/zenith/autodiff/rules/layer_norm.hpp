@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../../backend/cpu/layer_norm.hpp"
+#include "../../core/runtime_instance.hpp"
 #include "../../expr/layer_norm.hpp"
 #include "../forward.hpp"
 #include "../ir_builder.hpp"
@@ -72,6 +73,7 @@ value_id layer_norm_linear(vjp_builder& b, equation const& e, value_id v) {
                             b.binary("mul", e.output, mean(b.binary("mul", v, e.output))));
   return b.binary("mul", r, inner);
 }
+ZENITH_RUNTIME_INSTANCE(value_id layer_norm_linear<>(vjp_builder& b, equation const& e, value_id v))
 
 // The IR's rules of a "layer_norm" equation: its Jacobian is symmetric, so both apply it.
 struct layer_norm_rule {

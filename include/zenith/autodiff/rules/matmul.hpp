@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../../backend/cpu/matmul.hpp"
+#include "../../core/runtime_instance.hpp"
 #include "../../expr/matmul.hpp"
 #include "../forward.hpp"
 #include "../ir_builder.hpp"
@@ -84,6 +85,7 @@ value_id matmul(vjp_builder& b, value_id x, value_id y) {
   zenith::dtype d = g.at(x).dtype;
   return detail::matmul(g, x, y, zenith::detail::matmul_geometry(g.at(x).shape, g.at(y).shape), d);
 }
+ZENITH_RUNTIME_INSTANCE(value_id matmul<>(vjp_builder& b, value_id x, value_id y))
 
 // The cotangents of a dot_general in numpy matmul form: a (..., m, k) or (k), b (..., k, n) or
 // (k), batch axes equal (the recording broadcast them).
@@ -117,6 +119,9 @@ std::vector<std::optional<value_id>> matmul_vjp(vjp_builder& b, value_id a, valu
   }
   return {b.reshape(da, sa), b.reshape(db, sb)};
 }
+ZENITH_RUNTIME_INSTANCE(std::vector<std::optional<value_id>> matmul_vjp<>(vjp_builder& b,
+                                                                          value_id a, value_id bb,
+                                                                          value_id ct))
 
 // The IR's rules of a "dot_general" equation (numpy matmul form).
 struct dot_general_rule {

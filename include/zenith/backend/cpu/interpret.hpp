@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "../../core/any_array.hpp"
+#include "../../core/runtime_instance.hpp"
 #include "../../expr/to_ir.hpp"
 #include "barrier_kernels.hpp"
 #include "evaluate.hpp"
@@ -45,6 +46,7 @@ template <class = void>
 std::size_t compute_size(zenith::dtype d) {
   return with_dtype(compute_dtype(d), []<class T>() { return sizeof(T); });
 }
+ZENITH_RUNTIME_INSTANCE(std::size_t compute_size<>(zenith::dtype d))
 
 // The kernel of an elementwise equation and the order its operands go in; nullptr for an
 // equation that is not elementwise.
@@ -80,6 +82,7 @@ elementwise_plan plan_elementwise(graph const& g, equation const& e) {
   if (!p.kernel && is_elementwise_name(op, elementwise_ops{})) fail_unregistered("kernel", op, in);
   return p;
 }
+ZENITH_RUNTIME_INSTANCE(elementwise_plan plan_elementwise<>(graph const& g, equation const& e))
 
 // A constant's array: the graph's memory, as it holds it.
 template <class = void>
@@ -89,6 +92,7 @@ any_array constant_array(value const& x) {
                                  static_cast<T*>(const_cast<void*>(x.ptr)), x.shape);
   });
 }
+ZENITH_RUNTIME_INSTANCE(any_array constant_array<>(value const& x))
 
 // The interpreter's state: every value's array once computed (vals, by value id), and the
 // equations that run. A template, as everything here, so that only a program that runs a graph
@@ -274,6 +278,7 @@ struct machine {
     }
   }
 };
+ZENITH_RUNTIME_INSTANCE(struct machine<>)
 
 // numpy's matmul of a and b, the dot_general that expr/to_ir.hpp records for it; other
 // dimension numbers are an error naming them.
@@ -431,6 +436,8 @@ std::vector<std::size_t> needed_equations(graph const& g, std::vector<any_array>
     }
   return {order.rbegin(), order.rend()};
 }
+ZENITH_RUNTIME_INSTANCE(std::vector<std::size_t> needed_equations<>(
+    graph const& g, std::vector<any_array> const& vals, std::vector<value_id> const& outputs))
 
 // Runs the equations at positions `order` (ascending) of g. vals holds, by value id, every
 // value they read that none of them computes (inputs, constants and literals are filled in
@@ -474,6 +481,9 @@ void run_equations(graph const& g, std::vector<any_array>& vals, std::vector<std
     i = j;
   }
 }
+ZENITH_RUNTIME_INSTANCE(void run_equations<>(graph const& g, std::vector<any_array>& vals,
+                                             std::vector<std::size_t> order,
+                                             std::vector<value_id> const& kept, bool release_dead))
 
 // Runs g on the given inputs (one per g.inputs(), of its dtype and shape); returns one array per
 // g.outputs(). Constants come from the graph. `known` gives values already computed (a tape's
@@ -515,5 +525,8 @@ std::vector<any_array> run(graph const& g, std::vector<any_array> const& inputs,
   }
   return out;
 }
+ZENITH_RUNTIME_INSTANCE(
+    std::vector<any_array> run<>(graph const& g, std::vector<any_array> const& inputs,
+                                 std::vector<std::pair<value_id, any_array>> const& known))
 
 }  // namespace zenith::ir

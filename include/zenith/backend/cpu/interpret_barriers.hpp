@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../../core/any_array.hpp"
+#include "../../core/runtime_instance.hpp"
 #include "../../ir/op_table.hpp"
 #include "conv.hpp"
 #include "layer_norm.hpp"
@@ -77,12 +78,14 @@ template <class = void>
 std::size_t element_size(zenith::dtype d) {
   return with_dtype(d, []<class T>() { return sizeof(T); });
 }
+ZENITH_RUNTIME_INSTANCE(std::size_t element_size<>(zenith::dtype d))
 
 // A fresh array of dtype d and shape s.
 template <class = void>
 any_array empty_like_dtype(zenith::dtype d, zenith::shape const& s) {
   return with_dtype(d, [&]<class T>() -> any_array { return array<T>::empty(s); });
 }
+ZENITH_RUNTIME_INSTANCE(any_array empty_like_dtype<>(zenith::dtype d, zenith::shape const& s))
 
 inline char* bytes(any_array const& a) { return static_cast<char*>(const_cast<void*>(a.data())); }
 
@@ -95,6 +98,9 @@ any_array gather(any_array const& a, zenith::shape const& s,
   copy_strided(bytes(out), dst.data(), 0, bytes(a), st.data(), offset, s, element_size(a.dtype()));
   return out;
 }
+ZENITH_RUNTIME_INSTANCE(any_array gather<>(any_array const& a, zenith::shape const& s,
+                                           std::array<std::int64_t, max_rank> const& st,
+                                           std::int64_t offset))
 
 // The fold of op Op over `inner` contiguous elements of type T, per row: out[o].
 template <class Op, class T>
@@ -168,6 +174,8 @@ any_array reduce(std::string_view op, any_array const& a, std::uint32_t mask) {
     }
   return k(gather(a, moved, st, 0), kept, inner);
 }
+ZENITH_RUNTIME_INSTANCE(any_array reduce<>(std::string_view op, any_array const& a,
+                                           std::uint32_t mask))
 
 // s with its last two axes swapped.
 inline zenith::shape swap_last_two(zenith::shape s) {

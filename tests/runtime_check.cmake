@@ -1,0 +1,28 @@
+# A program built with ZENITH_PRECOMPILED_RUNTIME compiles none of the runtime: its object
+# refers to the runtime's functions (the reverse pass over IR, the interpreter) without defining
+# them. Run with -DOBJECTS=<object files> -DNM=<nm>.
+set(defined "")
+set(referenced "")
+foreach(obj ${OBJECTS})
+  execute_process(COMMAND ${NM} -C ${obj} OUTPUT_VARIABLE syms RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "runtime_check: ${NM} failed on ${obj}")
+  endif()
+  string(REPLACE "\n" ";" lines "${syms}")
+  foreach(line ${lines})
+    if(line MATCHES "^ +U .*zenith::.*<void>\\(")
+      list(APPEND referenced "${line}")
+    elseif(line MATCHES
+           "equation_vjp<void>|pull_hook<void>|run_equations<void>|machine<void>::|to_jaxpr<void>")
+      list(APPEND defined "${line}")
+    endif()
+  endforeach()
+endforeach()
+if(defined)
+  list(JOIN defined "\n  " text)
+  message(FATAL_ERROR "runtime_check: the program compiles runtime functions itself:\n  ${text}")
+endif()
+if(NOT referenced)
+  message(FATAL_ERROR "runtime_check: the program refers to no runtime function (does it trace?)")
+endif()
+message(STATUS "runtime_check: ${OBJECTS} leaves the runtime to the library")
