@@ -1,7 +1,7 @@
 #pragma once
 // A loss and its gradient in one pass: the sum in value_and_grad(-0.5 * sum(square(x - mu)) / s2)
 // and x's cotangent -(x - mu) / s2 read the same x, so one loop computes both, in the same SIMD
-// iteration (backend/cpu/fused_group.hpp, reduce_loop with a store_part), instead of two loops of
+// iteration (backend/cpu/group_total.hpp, reduce_loop with a store_part), instead of two loops of
 // the gradient's group each reading x.
 //
 // The two come from different frames: memoize queues the sum (autodiff/memoize.hpp) before the

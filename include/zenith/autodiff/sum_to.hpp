@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../backend/cpu/fused_group.hpp"
+#include "../backend/cpu/group_total.hpp"
 #include "../backend/cpu/reduce.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/reshape.hpp"

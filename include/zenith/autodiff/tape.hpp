@@ -17,6 +17,8 @@
 
 #include "../backend/cpu/evaluate.hpp"
 #include "../backend/cpu/fused_group.hpp"
+#include "../backend/cpu/group_store.hpp"
+#include "../backend/cpu/group_total.hpp"
 #include "../core/small_map.hpp"
 #include "../core/trace.hpp"
 #include "../expr/to_ir.hpp"

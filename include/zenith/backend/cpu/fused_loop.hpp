@@ -139,7 +139,7 @@ inline constexpr bool fused_simd_v =
     (std::is_same_v<T, bool> || !std::is_same_v<typename Ev::compute_type, bool>);
 
 // Whether a loop writing Ev into T can add to what the destination holds instead (`add` of
-// run_row_scalar and of fused_group.hpp's store_row): when T is the compute type, the sum then
+// run_row_scalar and of group_store.hpp's store_row): when T is the compute type, the sum then
 // rounds as the expression out + e would.
 template <class T, class Ev>
 inline constexpr bool adds_in_place_v =
@@ -147,8 +147,8 @@ inline constexpr bool adds_in_place_v =
 
 // Writes elements [j, j_end) of the current row on the scalar path alone (SIMD off, or an
 // expression without it), or adds them to what out holds (add, where adds_in_place_v): for the
-// flattened loops of fused_group.hpp, which would otherwise inline a copy of it into each of
-// their variants.
+// flattened loops of group_store.hpp and group_total.hpp, which would otherwise inline a copy of it
+// into each of their variants.
 template <class T, class Ev>
 [[gnu::noinline]] void run_row_scalar(T* __restrict out, Ev const& ev, std::int64_t j,
                                       std::int64_t j_end, bool add = false) {

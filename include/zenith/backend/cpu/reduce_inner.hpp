@@ -39,8 +39,8 @@ struct block_acc<Op, K, A, true> {
 };
 
 // A second output written in the same pass as a reduction, at the same element positions: none
-// by default. fused_group.hpp's gradient loop stores a cotangent there
-// (backend/cpu/fused_group.hpp).
+// by default. The group's loop of a loss and a gradient stores a cotangent there
+// (backend/cpu/group_total.hpp).
 struct no_side_store {
   no_side_store row() const { return {}; }
   void start_row(std::int64_t const*, std::size_t) {}
