@@ -103,3 +103,14 @@ function(_zenith_unity_batch out name)
   endif()
   set(${out} ${path} PARENT_SCOPE)
 endfunction()
+
+# Under GCC the test binaries also share their common headers precompiled (Catch2 and
+# zenith.hpp), which every batch and every file compiled alone would otherwise parse again: a
+# twelfth of the core tests' compile time. Not under clang 14, which crashes instantiating
+# is_tree_of over a ZENITH_FIELDS struct from such a header. Only the test binaries: the docs'
+# examples and the examples build as a user's program does.
+function(zenith_test_pch target)
+  if(ZENITH_UNITY AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_precompile_headers(${target} PRIVATE <catch2/catch.hpp> <zenith/zenith.hpp>)
+  endif()
+endfunction()
