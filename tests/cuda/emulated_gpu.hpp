@@ -13,6 +13,7 @@
 
 #include "device_values.hpp"
 #include "grid_position.hpp"
+#include "host_compile.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -76,14 +77,6 @@ struct host_runner {
   static inline std::vector<std::string> launches;    // names, in launch order
   static inline std::filesystem::path dir;
 
-  // The compiler's flag that reads the shim precompiled by the build (tests/CMakeLists.txt), in
-  // the flags above: clang's -include-pch, or for GCC the directory holding the .gch.
-  static std::string shim_pch() {
-    std::filesystem::path pch = ZENITH_TEST_SHIM_PCH;
-    REQUIRE(std::filesystem::exists(pch));
-    if (pch.extension() == ".pch") return "-include-pch " + pch.string();
-    return "-I" + pch.parent_path().string();
-  }
   static void* load(cu::kernel_source const& k) {
     if (auto it = loaded.find(k.name); it != loaded.end()) return it->second;
     // What a GPU would be given: the same source must compile with NVRTC (for sm_80).
@@ -95,9 +88,8 @@ struct host_runner {
     src += ");\n}\n";
     auto cpp = dir / (k.name + ".cpp"), so = dir / (k.name + ".so");
     std::ofstream(cpp) << src;
-    std::string cmd = std::string(ZENITH_TEST_CXX) + " -std=c++20 -O0 -shared -fPIC -w " +
-                      shim_pch() + " -I" + ZENITH_TEST_INCLUDE + " -I" + ZENITH_TEST_SHIM_DIR +
-                      " " + cpp.string() + " -o " + so.string();
+    REQUIRE(std::filesystem::exists(ZENITH_TEST_SHIM_PCH));
+    std::string cmd = host_compile_command(cpp, so);
     REQUIRE(std::system(cmd.c_str()) == 0);
     void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
     REQUIRE(h);

@@ -13,6 +13,7 @@
 #include <zenith/zenith.hpp>
 
 #include "grid_position.hpp"
+#include "host_compile.hpp"
 #include "op_arity.hpp"
 
 #include <cmath>
@@ -68,9 +69,7 @@ class host_library {
         src += ");\n}\n}\n";
       }
     std::ofstream(dir_ / "kernels.cpp") << src;
-    std::string cmd = std::string(ZENITH_TEST_CXX) + " -std=c++20 -O1 -shared -fPIC -w -I" +
-                      ZENITH_TEST_INCLUDE + " -I" + ZENITH_TEST_SHIM_DIR + " " +
-                      (dir_ / "kernels.cpp").string() + " -o " + (dir_ / "kernels.so").string() +
+    std::string cmd = emulated::host_compile_command(dir_ / "kernels.cpp", dir_ / "kernels.so") +
                       " 2> " + (dir_ / "log.txt").string();
     if (std::system(cmd.c_str()) != 0) {
       std::ifstream log(dir_ / "log.txt");
