@@ -88,7 +88,6 @@ struct host_runner {
     src += ");\n}\n";
     auto cpp = dir / (k.name + ".cpp"), so = dir / (k.name + ".so");
     std::ofstream(cpp) << src;
-    REQUIRE(std::filesystem::exists(ZENITH_TEST_SHIM_PCH));
     std::string cmd = host_compile_command(cpp, so);
     REQUIRE(std::system(cmd.c_str()) == 0);
     void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
