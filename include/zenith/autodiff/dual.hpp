@@ -8,6 +8,12 @@
 //
 // - A plain number (or, in a dual of duals, a dual one level down) is a constant: it is never
 //   widened into a dual first, so `dual * 2.0` scales the N + 1 numbers and `dual + 0.0` adds one.
+// - A dual the compiler sees has a zero tangent (built from a plain number, `T(0.0)`, `T(a)`)
+//   is treated as a constant by the arithmetic, the math functions and the fixed-size matmul,
+//   as a plain number is: a product with it scales. Its zero tangent times a value is not a
+//   zero the compiler may fold (the value could be inf or NaN), so without this, code that
+//   writes its constants as duals pays for their derivative. Where the compiler does not see
+//   it, the dual arithmetic runs; the two agree on finite values.
 // - Comparisons compare values.
 // - The math functions (sin, exp, pow, atan2, ...) take their value and derivative from the op
 //   tags in expr/ops.hpp (`apply` and `partial<I>`): one op, one place. + - * / are written out.
@@ -52,6 +58,35 @@ template <class T, std::size_t N>
 struct number_traits<dual<T, N>> {
   using value_type = T;
   static constexpr int depth = 1 + number_depth<T>;
+  // The tensor entry flags (core/tensor.hpp) that hold for x: constant where its tangent is
+  // zero, zero where its value is too. Callers keep the flags the compiler sees (if_known), so
+  // this costs nothing at run time. The lanes' bits are OR-ed into one integer (sign bits
+  // dropped: -0 is a zero), read as whole vectors like the arithmetic reads them: after
+  // inlining, the compiler folds that for a dual built from a plain number, where a test per
+  // lane does not fold.
+  ZENITH_FIXED_INLINE static std::uint8_t known_flags(
+      dual<T, N> const& x) requires std::is_floating_point_v<T> {
+    using I = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+    constexpr std::size_t P = dual<T, N>::lane_count, W = detail::lanes<T, P>::width;
+    if constexpr (!detail::lanes<T, P>::vector) {
+      return 0;
+    } else {
+      I tangent = 0, value = 0;
+      detail::static_for<P / W>([&](auto c) ZENITH_FIXED_LAMBDA {
+        typedef I ivec __attribute__((vector_size(W * sizeof(T))));
+        ivec b;
+        std::memcpy(&b, x.d.data() + c * W, sizeof(ivec));
+        detail::static_for<W>([&](auto l) ZENITH_FIXED_LAMBDA {
+          constexpr std::size_t lane = c * W + l;
+          if constexpr (lane < N) tangent |= I(b[std::size_t(l)] << 1);
+          if constexpr (lane == P - 1) value = I(b[std::size_t(l)] << 1);
+        });
+      });
+      unsigned const constant = unsigned(tangent == 0);
+      unsigned const zero = constant & unsigned(value == 0);
+      return std::uint8_t(constant * detail::constant_flag | zero * detail::zero_flag);
+    }
+  }
 };
 
 // A constant for dual type D: a plain number, or a number type shallower than D's value type
@@ -84,6 +119,20 @@ template <class T, std::size_t N>
 struct dual_base<dual<T, N>> {
   using type = typename dual_base<T>::type;
 };
+
+// Whether the compiler sees that x is a constant: a number, or a dual whose tangent it sees is
+// zero (a dual built from a plain number). Ops then take the constant's rule: a product with
+// such a dual scales rather than multiplies (its zero tangent times a value is not a zero the
+// compiler may fold: the value could be inf or NaN).
+template <class X>
+ZENITH_FIXED_INLINE bool known_constant(X const& x) {
+  if constexpr (!is_dual_v<X>)
+    return true;
+  else if constexpr (requires { number_traits<X>::known_flags(x); })
+    return if_known(number_traits<X>::known_flags(x)) & constant_flag;
+  else
+    return false;
+}
 
 // A constant (or a derivative factor) as it multiplies the lanes of dual D: converted to the
 // value type for first-order duals of float / double; a plain number in a dual of duals stays
@@ -223,13 +272,15 @@ ZENITH_FIXED_INLINE dual<T, N> dual_unary(dual<T, N> const& x) {
     return D(T(Op::apply(x.value())));
   } else if constexpr (joint_value_and_partial<Op, T>) {
     auto const [y, p] = ops::value_and_partial<Op>::scalar(double(x.value()));
+    if (known_constant(x)) return D(T(y));
     D r;
     r.d = scale_lanes<D>(T(p), x.d);
     r.set_value(T(y));
     return r;
   } else {
-    D r;
     T const y = Op::apply(x.value());
+    if (known_constant(x)) return D(y);
+    D r;
     r.d = scale_lanes<D>(Op::template partial<0>(y, x.value()), x.d);
     r.set_value(y);
     return r;
@@ -249,10 +300,18 @@ ZENITH_FIXED_INLINE D dual_binary(A const& a, B const& b) {
   } else {
     D r;
     T const y = Op::apply(av, bv);
-    if constexpr (std::is_same_v<A, B>)
-      r.d = axpby_lanes<D>(Op::template partial<0>(y, av, bv), a.d,
-                           Op::template partial<1>(y, av, bv), b.d);
-    else if constexpr (std::is_same_v<A, D>)
+    bool const ca = !std::is_same_v<A, D> || known_constant(a);
+    bool const cb = !std::is_same_v<B, D> || known_constant(b);
+    if (ca && cb) return D(y);
+    if constexpr (std::is_same_v<A, B>) {
+      if (cb)
+        r.d = scale_lanes<D>(Op::template partial<0>(y, av, bv), a.d);
+      else if (ca)
+        r.d = scale_lanes<D>(Op::template partial<1>(y, av, bv), b.d);
+      else
+        r.d = axpby_lanes<D>(Op::template partial<0>(y, av, bv), a.d,
+                             Op::template partial<1>(y, av, bv), b.d);
+    } else if constexpr (std::is_same_v<A, D>)
       r.d = scale_lanes<D>(Op::template partial<0>(y, av, bv), a.d);
     else
       r.d = scale_lanes<D>(Op::template partial<1>(y, av, bv), b.d);
@@ -277,6 +336,7 @@ ZENITH_FIXED_INLINE constexpr dual<T, N> operator+(dual<T, N> const& a) {
 }
 template <class T, std::size_t N>
 ZENITH_FIXED_INLINE dual<T, N> operator-(dual<T, N> const& a) {
+  if (detail::known_constant(a)) return dual<T, N>(-a.value());
   dual<T, N> r;
   r.d = detail::dual_lanes_t<dual<T, N>>::map([](auto const& x) ZENITH_FIXED_LAMBDA { return -x; },
                                               a.d);
@@ -293,6 +353,7 @@ requires dual_operands<A, B> ZENITH_FIXED_INLINE auto operator+(A const& a, B co
   using D = promote_t<A, B>;
   D r;
   if constexpr (std::is_same_v<A, B>) {
+    if (detail::known_constant(a) && detail::known_constant(b)) return D(a.value() + b.value());
     r.d = detail::dual_lanes_t<D>::map(
         [](auto const& x, auto const& y) ZENITH_FIXED_LAMBDA { return x + y; }, a.d, b.d);
     if constexpr (!D::packed) r.v = a.v + b.v;
@@ -311,6 +372,7 @@ requires dual_operands<A, B> ZENITH_FIXED_INLINE auto operator-(A const& a, B co
   using D = promote_t<A, B>;
   D r;
   if constexpr (std::is_same_v<A, B>) {
+    if (detail::known_constant(a) && detail::known_constant(b)) return D(a.value() - b.value());
     r.d = detail::dual_lanes_t<D>::map(
         [](auto const& x, auto const& y) ZENITH_FIXED_LAMBDA { return x - y; }, a.d, b.d);
     if constexpr (!D::packed) r.v = a.v - b.v;
@@ -332,6 +394,11 @@ requires dual_operands<A, B> ZENITH_FIXED_INLINE auto operator*(A const& a, B co
   if constexpr (std::is_same_v<A, B>) {
     auto const& av = a.value();
     auto const& bv = b.value();
+    // A factor the compiler sees is a constant scales the other (see detail::known_constant).
+    bool const ca = detail::known_constant(a), cb = detail::known_constant(b);
+    if (ca && cb) return D(av * bv);
+    if (cb) return a * bv;
+    if (ca) return av * b;
     if constexpr (D::packed) {
       // a.v * b (all lanes: the value lane is the product), then b.v * a' on the tangent lanes
       auto const p = L::map([&](auto const& y) ZENITH_FIXED_LAMBDA { return av * y; }, b.d);
@@ -362,6 +429,10 @@ requires dual_operands<A, B> ZENITH_FIXED_INLINE auto operator/(A const& a, B co
   using L = detail::dual_lanes_t<D>;
   D r;
   if constexpr (std::is_same_v<A, B>) {
+    bool const ca = detail::known_constant(a), cb = detail::known_constant(b);
+    if (ca && cb) return D(a.value() / b.value());
+    if (cb) return a / b.value();
+    if (ca) return a.value() / b;
     // (a / b)' = (a' - (a / b) b') / b
     T const y = a.value() / b.value();
     T const inv = T(1) / b.value();

@@ -184,6 +184,10 @@ constexpr int rank_of() {
 //   using value_type = ...;        the number one level down (double for dual<double, 7>)
 //   static constexpr int depth;    how deeply it nests: 1 for dual<double, N>, 2 for a dual of
 //   duals
+// and may add
+//   static std::uint8_t known_flags(T const&);   the entry flags of core/tensor.hpp that hold
+//   for a value: constant where its derivative part is zero (fixed-size ops act on those the
+//   compiler sees)
 template <class T>
 struct number_traits {};
 

@@ -68,8 +68,10 @@ void fixed_assign(T* dst, E const& e);
 // see the flags (after inlining, a tensor built from `{c, -s, 0.0, a, ...}` has known flags):
 // most of the tangent work of a chain of homogeneous transforms. Anything that may write an
 // entry clears the flags, so a set flag is always true; a clear one means "not known".
-// A zero flag comes from a literal zero the compiler can see in a brace initialiser, from
-// value-initialisation, or from a product whose every term has a zero factor.
+// A constant flag also comes from a derivative number the compiler sees has a zero derivative
+// part (`T(0.0)`, `T(a)`, `T(a) * T(b)`: number_traits::known_flags). A zero flag comes from a
+// literal zero the compiler can see in a brace initialiser, from value-initialisation, or from
+// a product whose every term has a zero factor.
 // constant_flag: no derivative; zero_flag (always with constant_flag): exactly zero.
 inline constexpr std::uint8_t constant_flag = 1, zero_flag = 2;
 
@@ -93,8 +95,13 @@ requires(user_number<T>&& Count <= 64) struct constant_entries<T, Count> {
 
 // The flags where the compiler can see their value after inlining, else 0: the only flags the
 // matmul may act on, since flags known only at run time would put a branch on every term.
+// Every flag stored in a tensor has been through this, so that a later test of it is not of an
+// expression holding a test the compiler has yet to decide (GCC decides those that are still
+// open as false in one pass, and would drop the flags built on them).
+// Bit by bit: an entry may be known constant while whether it is zero is not.
 ZENITH_FIXED_INLINE constexpr std::uint8_t if_known(std::uint8_t flags) {
-  return ZENITH_KNOWN_CONSTANT(flags) ? flags : 0;
+  std::uint8_t const c = flags & constant_flag, z = flags & zero_flag;
+  return std::uint8_t((ZENITH_KNOWN_CONSTANT(c) ? c : 0) | (ZENITH_KNOWN_CONSTANT(z) ? z : 0));
 }
 
 // A plain-number initialiser that the compiler can see is zero (a literal 0.0).
@@ -106,11 +113,15 @@ ZENITH_FIXED_INLINE constexpr bool known_zero(U const& v) {
     return false;
 }
 
-// The flags of an initialiser of type U for an entry of type T.
+// The flags of an initialiser of type U for an entry of type T. A derivative number of type T
+// is flagged where the compiler sees that its derivative part is zero (`T(0.0)`, `T(a)`).
 template <class T, class U>
 ZENITH_FIXED_INLINE constexpr std::uint8_t initial_flags(U const& v) {
   if constexpr (number_depth<U> < number_depth<T>)
     return constant_flag | (known_zero<T>(v) ? zero_flag : 0);
+  else if constexpr (std::is_same_v<U, T> && requires { number_traits<T>::known_flags(v); })
+    return std::is_constant_evaluated() ? std::uint8_t(0)
+                                        : if_known(number_traits<T>::known_flags(v));
   else
     return 0;
 }
@@ -168,10 +179,12 @@ class tensor : public expr_base<tensor<T, N...>> {
   // autodiff/staged_reverse.hpp): not zeroing a large tensor is a pass over its memory saved.
   explicit tensor(detail::uninitialized_t) {}
 
-  // Row-major values, one per element: tensor<double, 2, 2> m{1, 2, 3, 4}.
+  // Row-major values, one per element: tensor<double, 2, 2> m{1, 2, 3, 4}. Always inlined: the
+  // entry flags are seen only where the initialisers are.
   template <class... U>
   requires(sizeof...(U) == count && (!expression<U> && ...) &&
-           (std::is_convertible_v<U const&, T> && ...)) constexpr tensor(U const&... v)
+           (std::is_convertible_v<U const&, T> && ...)) ZENITH_FIXED_INLINE
+      constexpr tensor(U const&... v)
       : data_{static_cast<T>(v)...} {  // NOLINT: implicit, so rank 0 takes a plain value
     std::size_t i = 0;
     (constants_.set(i++, detail::initial_flags<T>(v)), ...);
