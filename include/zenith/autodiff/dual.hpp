@@ -128,7 +128,7 @@ template <class X>
 ZENITH_FIXED_INLINE bool known_constant(X const& x) {
   if constexpr (!is_dual_v<X>)
     return true;
-  else if constexpr (requires { number_traits<X>::known_flags(x); })
+  else if constexpr (ZENITH_SEES_CONSTANTS && requires { number_traits<X>::known_flags(x); })
     return if_known(number_traits<X>::known_flags(x)) & constant_flag;
   else
     return false;

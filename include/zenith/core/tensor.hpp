@@ -41,10 +41,17 @@
 
 // True where the compiler can see x's value after inlining; false where it cannot (or cannot
 // tell), so code guarded by it stays correct either way.
+// ZENITH_SEES_CONSTANTS: whether it ever can (an optimizing GCC or clang build); code that only
+// computes something for ZENITH_KNOWN_CONSTANT to look at skips the computation where not.
 #if defined(__GNUC__) || defined(__clang__)
 #define ZENITH_KNOWN_CONSTANT(x) __builtin_constant_p(x)
 #else
 #define ZENITH_KNOWN_CONSTANT(x) false
+#endif
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__OPTIMIZE__)
+#define ZENITH_SEES_CONSTANTS 1
+#else
+#define ZENITH_SEES_CONSTANTS 0
 #endif
 
 namespace zenith {
@@ -119,7 +126,8 @@ template <class T, class U>
 ZENITH_FIXED_INLINE constexpr std::uint8_t initial_flags(U const& v) {
   if constexpr (number_depth<U> < number_depth<T>)
     return constant_flag | (known_zero<T>(v) ? zero_flag : 0);
-  else if constexpr (std::is_same_v<U, T> && requires { number_traits<T>::known_flags(v); })
+  else if constexpr (ZENITH_SEES_CONSTANTS && std::is_same_v<U, T> &&
+                     requires { number_traits<T>::known_flags(v); })
     return std::is_constant_evaluated() ? std::uint8_t(0)
                                         : if_known(number_traits<T>::known_flags(v));
   else
