@@ -23,10 +23,11 @@
 #include "backend/cpu/softmax.hpp"
 #include "backend/cuda/device_memory.hpp"  // zenith::cuda(i), arrays on it: .to(zenith::cuda(i))
 #include "backend/cuda/driver.hpp"         // the CUDA driver, opened at run time
-#include "backend/cuda/launch.hpp"         // expressions over device arrays (kernels need NVRTC)
+#include "backend/cuda/kernel_runner.hpp"  // without NVRTC: a device expression is an error
 #ifdef ZENITH_WITH_NVRTC
 #include "backend/cuda/cublas.hpp"  // matmul on devices: cuBLAS, opened at run time
 #include "backend/cuda/cudnn.hpp"   // conv2d on devices: cuDNN, opened at run time
+#include "backend/cuda/launch.hpp"  // expressions over device arrays, kernels printed from them
 #include "backend/cuda/runner.hpp"  // device expressions compiled by NVRTC, launched by the driver
 #endif
 #include "core/array.hpp"

@@ -33,6 +33,7 @@
 #include "conv.hpp"
 #include "gemm.hpp"
 #include "kernel_args.hpp"
+#include "kernel_runner.hpp"
 #include "kernel_source.hpp"
 #include "layer_norm.hpp"
 #include "lower.hpp"
@@ -41,25 +42,7 @@
 
 namespace zenith::cuda_backend {
 
-// How a kernel is launched: threads per block, the blocks it could use (its grid-stride loops
-// take any grid), and whether a block's threads synchronize (a reduction's shared-memory tree).
-struct launch_shape {
-  unsigned block = 256;
-  std::int64_t blocks = 1;
-  bool cooperative = false;
-};
-
-// Runs kernel k with arguments a on device d.
-struct kernel_runner {
-  void (*run)(device d, kernel_source const& k, kernel_args& a, launch_shape const& s) = nullptr;
-};
-
 namespace detail {
-
-inline kernel_runner const*& runner_slot() {
-  static kernel_runner const* r = nullptr;
-  return r;
-}
 
 // Every generated kernel, made once and kept for the program's life. A kernel's text is a
 // function of its kind, a tag (a reduction's text), a number (the output type and the variant)
@@ -130,23 +113,6 @@ inline bool needs_index64(zenith::shape const& s, device_operands const& o) {
   }
   return wide;
 }
-
-}  // namespace detail
-
-// Installs r as the kernel runner (null removes it) and returns the one it replaces.
-inline kernel_runner const* install_kernel_runner(kernel_runner const* r) {
-  kernel_runner const* old = detail::runner_slot();
-  detail::runner_slot() = r;
-  return old;
-}
-
-[[noreturn]] inline void no_kernel_compiler(device d) {
-  throw device_error("zenith: evaluating on " + d.str() +
-                     ": this program has no CUDA kernel compiler (zenith is built without NVRTC: "
-                     "configure with ZENITH_CUDA on)");
-}
-
-namespace detail {
 
 // The installed runner, for a launch on d. A launch is not a recorded step (core/recording.hpp):
 // a jit recording of it would replay without it, so such a function is called afresh instead.
@@ -283,15 +249,12 @@ array<T> evaluate_on_device(device d, E const& e) {
 }  // namespace zenith::cuda_backend
 
 namespace zenith::detail {
-// The CPU backend's way to a device (core/device_of.hpp): this backend's evaluation where the
-// program has a kernel compiler, else an error that says how to get one.
+// The CPU backend's way to a device (core/device_of.hpp), where the program has a kernel
+// compiler (kernel_runner.hpp has the error where it has none).
+#ifdef ZENITH_WITH_NVRTC
 template <element T, expression E>
 array<T> evaluate_on_device_backend(device d, E const& e) {
-#ifdef ZENITH_WITH_NVRTC
   return cuda_backend::evaluate_on_device<T>(d, e);
-#else
-  (void)e;
-  cuda_backend::no_kernel_compiler(d);
-#endif
 }
+#endif
 }  // namespace zenith::detail
