@@ -320,6 +320,23 @@ TEST_CASE("a sum and a gradient share one loop, bit for bit as two", "[grad][fus
     CHECK_FALSE(r->second);
     CHECK(group.empty());
     check_close(r->first, zn::eval(zn::exp(mt)), 0);
+    // A leaf read by broadcast (stride 0): the pair has one loop body, for unit strides only.
+    auto one = random_array({1}, 26);
+    auto shifted = x - one;
+    r = zn::detail::queue_total_with_store<zn::ops::reduce_sum, double, decltype(shifted), double>(
+        group, shifted, value, zn::exp(shifted));
+    REQUIRE(r);
+    CHECK_FALSE(r->second);
+    CHECK(group.empty());
+    check_close(r->first, zn::eval(zn::exp(x - one)), 0);
+    // The same in two dimensions: the cotangent is computed over the one row its leaves were
+    // coalesced to.
+    auto m_shifted = m - one;
+    r = zn::detail::queue_total_with_store<zn::ops::reduce_sum, double, decltype(m_shifted),
+                                           double>(group, m_shifted, value, zn::exp(m_shifted));
+    REQUIRE(r);
+    CHECK_FALSE(r->second);
+    check_close(r->first, zn::eval(zn::exp(m - one)), 0);
   }
 }
 

@@ -101,7 +101,9 @@ class reduce_loop final : public fused_group::loop {
     blocks_.resize(std::size_t((n + group_block - 1) / group_block));
   }
   // Coalesces the evaluators; false when either cannot be walked as one row (coalesce_to_row),
-  // and then the store part's evaluator is as built.
+  // and then the store part's evaluator is as built. With a store part, every leaf must be read
+  // with stride 1: the pair compiles one loop body, not a second one for broadcast leaves (a pair
+  // with one runs as two loops).
   bool prepare(zenith::shape const& s) {
     auto unit = coalesce_to_row(ev_, s);
     if (!unit) return false;
@@ -110,15 +112,20 @@ class reduce_loop final : public fused_group::loop {
       auto store_unit = coalesce_to_row(store_.ev, s);
       if (!store_unit) return false;
       unit_ = unit_ && *store_unit;
+      store_in_row_ = true;
+      return unit_;
     }
     return true;
   }
 
   // The store part evaluated into out (its shape) by the ordinary fused loop, for a pair that
-  // cannot join a group (after a failed prepare()).
+  // cannot join a group (after a failed prepare()): over out's elements as one row where
+  // prepare() coalesced the store part's leaves to it.
   template <class Tc>
   void evaluate_store_into(array<Tc>& out) requires has_store {
-    run_fused(contiguous_dest(out), store_.ev, out.shape());
+    if (!store_in_row_) return run_fused(contiguous_dest(out), store_.ev, out.shape());
+    zenith::shape row{out.size()};
+    run_fused(dest_view<Tc>{out.data(), row_major_strides(row)}, store_.ev, row);
   }
 
   void set_output(T* out) { out_ = out; }
@@ -161,15 +168,20 @@ class reduce_loop final : public fused_group::loop {
     auto& acc = blocks_[std::size_t(lo / group_block)];
     if (lo % group_block == 0) acc = {};
     bool simd = can_simd && simd_enabled();
-    // Every leaf's stride is 1 or 0 (prepare()); with 1 only, a costly body gains nothing from
-    // the plain loads that is worth a second copy of it (costly_batch_v).
-    if constexpr (can_simd && !costly_batch_v<Ev> && !costly_batch_v<typename S::Ev>) {
-      if (simd && unit_)
-        return red::accumulate_a<Op, K, true, row_access::unit>(acc, ev, g_, idx.data(), lo, hi,
-                                                                true, side<row_access::unit>());
+    if constexpr (has_store) {  // every stride is 1 (prepare())
+      red::accumulate_a<Op, K, can_simd, row_access::unit>(acc, ev, g_, idx.data(), lo, hi, simd,
+                                                           side<row_access::unit>());
+    } else {
+      // Every leaf's stride is 1 or 0 (prepare()); with 1 only, a costly body gains nothing from
+      // the plain loads that is worth a second copy of it (costly_batch_v).
+      if constexpr (can_simd && !costly_batch_v<Ev>) {
+        if (simd && unit_)
+          return red::accumulate_a<Op, K, true, row_access::unit>(acc, ev, g_, idx.data(), lo, hi,
+                                                                  true);
+      }
+      red::accumulate_a<Op, K, can_simd, row_access::unit_or_broadcast>(acc, ev, g_, idx.data(), lo,
+                                                                        hi, simd);
     }
-    red::accumulate_a<Op, K, can_simd, row_access::unit_or_broadcast>(
-        acc, ev, g_, idx.data(), lo, hi, simd, side<row_access::unit_or_broadcast>());
   }
 
   // What accumulate_a writes beside the sum: the store part through row access Acc, or nothing.
@@ -187,6 +199,7 @@ class reduce_loop final : public fused_group::loop {
   red::geometry g_;
   small_vector<red::block_acc<Op, K, A>, 1> blocks_;  // each block's sum so far
   bool unit_ = false;
+  bool store_in_row_ = false;  // the store part's leaves coalesced to one row (prepare())
   [[no_unique_address]] S store_;
 };
 
