@@ -100,10 +100,10 @@ class reduce_loop final : public fused_group::loop {
     g_.count = n;
     blocks_.resize(std::size_t((n + group_block - 1) / group_block));
   }
-  // Coalesces the evaluators; false when either cannot be walked as one row (coalesce_to_row),
-  // and then the store part's evaluator is as built. With a store part, every leaf must be read
-  // with stride 1: the pair compiles one loop body, not a second one for broadcast leaves (a pair
-  // with one runs as two loops).
+  // Coalesces the evaluators to one row; false when either cannot be walked as one row
+  // (coalesce_to_row), or, with a store part, when a leaf is read by broadcast: the pair compiles
+  // one loop body, for unit strides, and a pair with a broadcast leaf runs apart
+  // (evaluate_store_into).
   bool prepare(zenith::shape const& s) {
     auto unit = coalesce_to_row(ev_, s);
     if (!unit) return false;
