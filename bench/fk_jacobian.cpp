@@ -7,6 +7,8 @@
 //   a chain of 4x4 transforms built from scalars (tensor<dual<double, 7>, 4, 4>).
 // - zenith, textbook form: the same arm as a Ceres user writes it (constants as T(...), the
 //   table as angles, the chain from an identity).
+// - the textbook form with the table's cos and sin given instead of computed: what the seven
+//   libm calls for the table's angles cost the textbook form.
 // - hand-written: the geometric Jacobian, column i = z_i x (p - o_i), from the same chain of
 //   transforms in double (the frames' z axes and origins).
 // - Ceres Jet: the same forward kinematics on ceres::Jet<double, 7> with plain 4x4 arrays
@@ -124,12 +126,55 @@ struct fk_textbook_fn {
 };
 constexpr fk_textbook_fn fk_textbook{};
 
+// The textbook form with the DH table's cos and sin given (as the plain form's table has them)
+// instead of taken at run time: everything else as above. The difference to the textbook row is
+// what the seven libm sincos calls of the table's angles cost, which no library can take off.
+struct dh_given {
+  double a, d, ca, sa;
+};
+constexpr std::array<dh_given, 7> panda_given{{
+    {0.0, 0.333, 1.0, 0.0},
+    {0.0, 0.0, 0.0, -1.0},
+    {0.0, 0.316, 0.0, 1.0},
+    {0.0825, 0.0, 0.0, 1.0},
+    {-0.0825, 0.384, 0.0, -1.0},
+    {0.0, 0.0, 0.0, 1.0},
+    {0.088, 0.0, 0.0, 1.0},
+}};
+
+template <class T>
+ZENITH_FIXED_INLINE zn::tensor<T, 4, 4> dh_transform_given(T const& q, dh_given const& p) {
+  using std::cos, std::sin;
+  T const ct = cos(q), st = sin(q);
+  T const ca = T(p.ca), sa = T(p.sa), a = T(p.a), d = T(p.d);
+  return {ct,      -st,     T(0.0), a,        //
+          st * ca, ct * ca, -sa,    -sa * d,  //
+          st * sa, ct * sa, ca,     ca * d,   //
+          T(0.0),  T(0.0),  T(0.0), T(1.0)};
+}
+
+struct fk_textbook_given_fn {
+  template <class Q>
+  ZENITH_FIXED_INLINE auto operator()(Q const& q) const {
+    using T = typename Q::value_type;
+    auto m = zn::tensor<T, 4, 4>::identity();
+    for (std::size_t i = 0; i < 7; ++i) m = zn::matmul(m, dh_transform_given(q(i), panda_given[i]));
+    m = zn::matmul(m, dh_transform_given(T(0.0), dh_given{0.0, flange_d, 1.0, 0.0}));
+    return zn::tensor<T, 3>{m(0, 3), m(1, 3), m(2, 3)};
+  }
+};
+constexpr fk_textbook_given_fn fk_textbook_given{};
+
 __attribute__((noinline)) void zn_jacobian(Q const* q, J* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = zn::jacfwd(fk_position)(q[i]);
 }
 
 __attribute__((noinline)) void zn_textbook_jacobian(Q const* q, J* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = zn::jacfwd(fk_textbook)(q[i]);
+}
+
+__attribute__((noinline)) void zn_textbook_given_jacobian(Q const* q, J* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = zn::jacfwd(fk_textbook_given)(q[i]);
 }
 
 __attribute__((noinline)) void zn_fk(Q const* q, zn::tensor<double, 3>* out, std::size_t n) {
@@ -255,6 +300,10 @@ int main(int argc, char** argv) {
   impls.push_back({"hand-written geometric", hand_jacobian, std::vector<J>(batch), {}});
   impls.push_back(
       {"zenith jacfwd, textbook form", zn_textbook_jacobian, std::vector<J>(batch), {}});
+  impls.push_back({"(textbook form, the table's cos / sin given)",
+                   zn_textbook_given_jacobian,
+                   std::vector<J>(batch),
+                   {}});
 #if defined(ZENITH_BENCH_CERES)
   impls.push_back({"Ceres Jet<double, 7>", jet_jacobian, std::vector<J>(batch), {}});
 #endif
@@ -302,7 +351,7 @@ int main(int argc, char** argv) {
               *std::min_element(fk_ns.begin(), fk_ns.end()), median(fk_ns) / hand);
 #if defined(ZENITH_BENCH_CERES)
   std::printf("\nJet / zenith: %.2f, Jet / zenith textbook form: %.2f (medians)\n",
-              median(impls[3].ns) / median(impls[0].ns), median(impls[3].ns) / median(impls[2].ns));
+              median(impls[4].ns) / median(impls[0].ns), median(impls[4].ns) / median(impls[2].ns));
 #endif
   std::printf("checksum %.6f\n", checksum);
   for (auto const& im : impls)

@@ -163,7 +163,7 @@ inline constexpr zenith::dtype any_dtype = zenith::dtype::float32;
 // Registers elementwise op Op's partials (ir/op_table.hpp). Once per Op.
 template <class Op>
 void register_partials() {
-  add_once<&op_partials<Op>>(op_name(Op::name), any_dtype);
+  add_once<&op_partials<Op>>(ir_name<Op>, any_dtype);
 }
 
 // The partials of elementwise equation e of g with respect to its operands (in e's order), for

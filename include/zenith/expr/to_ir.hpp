@@ -111,7 +111,7 @@ inline std::vector<std::int64_t> mask_list(std::uint32_t mask, std::size_t rank)
 }
 
 // An elementwise op's IR name: its tag's name, or JAX's where JAX spells it otherwise.
-inline std::string_view op_name(std::string_view tag) {
+constexpr std::string_view op_name(std::string_view tag) {
   constexpr std::pair<std::string_view, std::string_view> jax[] = {
       {"maximum", "max"},   {"minimum", "min"},  {"sigmoid", "logistic"},
       {"equal", "eq"},      {"not_equal", "ne"}, {"less", "lt"},
@@ -120,6 +120,10 @@ inline std::string_view op_name(std::string_view tag) {
     if (tag == from) return to;
   return tag;
 }
+
+// Op's IR name, folded at compile time: callers per op would otherwise each search the table.
+template <class Op>
+inline constexpr std::string_view ir_name = op_name(Op::name);
 
 // v broadcast to shape s by numpy's rules (trailing axes aligned); v itself when it has s, or
 // when it is a literal (a rank-0 literal stays a scalar operand, as in JAX's jaxprs).
@@ -223,23 +227,44 @@ void op_emitted();
 template <element T>
 void dtype_emitted();
 
+// An elementwise op's equation named `name` on the values in[order[0]], in[order[1]], ...
+// (in[0], in[1], ... where order is null), each broadcast to s first: compiled once, whatever
+// the op, so that an expression's emitter holds only its walk.
+template <class = void>
+value_id map_equation(graph& g, std::string_view name, zenith::dtype d, zenith::shape const& s,
+                      value_id const* in, std::size_t n, std::uint8_t const* order) {
+  std::vector<value_id> v(n);
+  for (std::size_t k = 0; k < n; ++k) v[k] = broadcast(g, in[order ? order[k] : k], s);
+  return g.add_equation(name, std::move(v), d, s);
+}
+ZENITH_RUNTIME_INSTANCE(value_id map_equation<>(graph& g, std::string_view name, zenith::dtype d,
+                                                zenith::shape const& s, value_id const* in,
+                                                std::size_t n, std::uint8_t const* order))
+
+// JAX's operand orders where they differ from zenith's.
+inline constexpr std::uint8_t select_n_order[] = {0, 2, 1};  // where: the false case first
+inline constexpr std::uint8_t clamp_order[] = {1, 0, 2};     // clip(x, lo, hi): clamp(lo, x, hi)
+
 template <class Op, class... Cs, std::size_t... I>
 value_id emit_map(recorder& r, map_node<Op, Cs...> const& e, std::index_sequence<I...>) {
+  using T = value_t<map_node<Op, Cs...>>;
   graph& g = r.target();
-  zenith::shape s = e.shape();
-  zenith::dtype d = dtype_of<value_t<map_node<Op, Cs...>>>();
-  std::vector<value_id> in{broadcast(g, emit(r, zenith::get<I>(e.children)), s)...};
-  if constexpr (std::is_same_v<Op, ops::cast<value_t<map_node<Op, Cs...>>>>) {
-    return convert(g, in[0], d);
+  value_id const in[] = {emit(r, zenith::get<I>(e.children))...};
+  if constexpr (std::is_same_v<Op, ops::cast<T>>) {
+    return convert(g, broadcast(g, in[0], e.shape()), dtype_of<T>());
   } else {
     // The interpreter picks a kernel by the last operand's type (a where's condition is bool).
     op_emitted<Op, value_t<std::tuple_element_t<sizeof...(Cs) - 1, std::tuple<Cs...>>>>();
-    if constexpr (std::is_same_v<Op, ops::where>)
-      return g.add_equation("select_n", {in[0], in[2], in[1]}, d, s);  // JAX: false case first
-    else if constexpr (std::is_same_v<Op, ops::clip>)
-      return g.add_equation("clamp", {in[1], in[0], in[2]}, d, s);  // JAX: clamp(lo, x, hi)
-    else
-      return g.add_equation(op_name(Op::name), std::move(in), d, s);
+    std::string_view name = ir_name<Op>;
+    std::uint8_t const* order = nullptr;
+    if constexpr (std::is_same_v<Op, ops::where>) {
+      name = "select_n";
+      order = select_n_order;
+    } else if constexpr (std::is_same_v<Op, ops::clip>) {
+      name = "clamp";
+      order = clamp_order;
+    }
+    return map_equation(g, name, dtype_of<T>(), e.shape(), in, sizeof...(Cs), order);
   }
 }
 

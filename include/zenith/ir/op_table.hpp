@@ -68,9 +68,11 @@ op_table<Fn>& table_of() {
 }
 
 // Adds function F to its table under (op, d) the first time it runs: emitters call it each time
-// they record the op, so after the first a static's guard is all it costs.
+// they record the op, so after the first a static's guard is all it costs. Out of line: each
+// emitter of each expression type calls it, and inlined, its guard's locking and unwinding code
+// was most of an emitter's code.
 template <auto F>
-void add_once(std::string_view op, zenith::dtype d) {
+[[gnu::noinline]] void add_once(std::string_view op, zenith::dtype d) {
   static bool const once = (table_of<decltype(F)>().add(op, d, F), true);
   (void)once;
 }

@@ -68,13 +68,13 @@ void register_map_kernel() {
   using C = compute_t<T>;
   if constexpr (!std::is_same_v<C, bool> &&
                 (!is_floating_only<Op>() || std::is_floating_point_v<C>))
-    add_once<&map_kernel<Op, C>>(op_name(Op::name), dtype_of<C>());
+    add_once<&map_kernel<Op, C>>(ir_name<Op>, dtype_of<C>());
 }
 
 // Whether op (an IR name) is one of the elementwise ops (expr/ops.hpp), registered or not.
 template <class... Ops>
 bool is_elementwise_name(std::string_view op, type_list<Ops...>) {
-  return ((op_name(Ops::name) == op) || ...);
+  return ((ir_name<Ops> == op) || ...);
 }
 
 }  // namespace zenith::ir::detail
