@@ -63,9 +63,11 @@ class pointer_list {
  private:
   template <class T>
   void add(T*& p, bool w) {
-    fields_.push_back(
-        {static_cast<void*>(&p), reinterpret_cast<char const*>(p), w, &set_pointer_field<T>});
+    push({static_cast<void*>(&p), reinterpret_cast<char const*>(p), w, &set_pointer_field<T>});
   }
+  // Out of line: every step's pointers() adds its fields one by one, and the vector's inlined
+  // growth at each was most of that code.
+  [[gnu::noinline]] void push(pointer_field const& f) { fields_.push_back(f); }
   std::vector<pointer_field> fields_;
 };
 

@@ -279,6 +279,12 @@ namespace detail {
 struct leaf_refs {
   small_vector<std::array<std::int64_t, max_rank>*, 16> strides;
   small_vector<std::size_t*, 16> ranks;
+  // Out of line: each expression type's leaf walk calls it once per leaf, where the two
+  // vectors' inlined growth was most of the walk's code.
+  [[gnu::noinline]] void add(std::array<std::int64_t, max_rank>* stride, std::size_t* rank) {
+    strides.push_back(stride);
+    ranks.push_back(rank);
+  }
 };
 
 // A fused loop with its space coalesced and its leaves regrouped, over an evaluator it names
@@ -322,10 +328,7 @@ template <class T, class Ev>
 inline constexpr fused_kernel fused_kernel_of = {
     &fused_range<T, Ev>,
     [](void* ev, leaf_refs& r) {
-      static_cast<Ev*>(ev)->for_each_leaf([&](auto& leaf) {
-        r.strides.push_back(&leaf.stride);
-        r.ranks.push_back(&leaf.rank);
-      });
+      static_cast<Ev*>(ev)->for_each_leaf([&](auto& leaf) { r.add(&leaf.stride, &leaf.rank); });
     },
     [](void* ev, pointer_list& l) { l.reads_leaves(*static_cast<Ev*>(ev)); },
     [](void const* ev) -> void* { return new Ev(*static_cast<Ev const*>(ev)); },
