@@ -103,67 +103,49 @@ std::array<dh_angles, 7> const panda_angles{{
     {0.088, 0.0, half_pi},
 }};
 
+// One modified-DH transform, every entry a T.
+template <class T>
+ZENITH_FIXED_INLINE zn::tensor<T, 4, 4> dh_transform(T const& q, T const& a, T const& d,
+                                                     T const& ca, T const& sa) {
+  using std::cos, std::sin;
+  T const ct = cos(q), st = sin(q);
+  return {ct,      -st,     T(0.0), a,        //
+          st * ca, ct * ca, -sa,    -sa * d,  //
+          st * sa, ct * sa, ca,     ca * d,   //
+          T(0.0),  T(0.0),  T(0.0), T(1.0)};
+}
+
+// The table's cos and sin of alpha taken at run time, as the textbook form does ...
 template <class T>
 ZENITH_FIXED_INLINE zn::tensor<T, 4, 4> dh_transform(T const& q, dh_angles const& p) {
   using std::cos, std::sin;
-  T const ct = cos(q), st = sin(q);
-  T const ca = T(cos(p.alpha)), sa = T(sin(p.alpha)), a = T(p.a), d = T(p.d);
-  return {ct,      -st,     T(0.0), a,        //
-          st * ca, ct * ca, -sa,    -sa * d,  //
-          st * sa, ct * sa, ca,     ca * d,   //
-          T(0.0),  T(0.0),  T(0.0), T(1.0)};
+  return dh_transform(q, T(p.a), T(p.d), T(cos(p.alpha)), T(sin(p.alpha)));
 }
-
-struct fk_textbook_fn {
-  template <class Q>
-  ZENITH_FIXED_INLINE auto operator()(Q const& q) const {
-    using T = typename Q::value_type;
-    auto m = zn::tensor<T, 4, 4>::identity();
-    for (std::size_t i = 0; i < 7; ++i) m = zn::matmul(m, dh_transform(q(i), panda_angles[i]));
-    m = zn::matmul(m, dh_transform(T(0.0), dh_angles{0.0, flange_d, 0.0}));  // the flange
-    return zn::tensor<T, 3>{m(0, 3), m(1, 3), m(2, 3)};
-  }
-};
-constexpr fk_textbook_fn fk_textbook{};
-
-// The textbook form with the DH table's cos and sin given (as the plain form's table has them)
-// instead of taken at run time: everything else as above. The difference to the textbook row is
-// what the seven libm sincos calls of the table's angles cost, which no library can take off.
-struct dh_given {
-  double a, d, ca, sa;
-};
-constexpr std::array<dh_given, 7> panda_given{{
-    {0.0, 0.333, 1.0, 0.0},
-    {0.0, 0.0, 0.0, -1.0},
-    {0.0, 0.316, 0.0, 1.0},
-    {0.0825, 0.0, 0.0, 1.0},
-    {-0.0825, 0.384, 0.0, -1.0},
-    {0.0, 0.0, 0.0, 1.0},
-    {0.088, 0.0, 0.0, 1.0},
-}};
-
+// ... or given (the plain form's table), for the row that measures what those calls cost.
 template <class T>
-ZENITH_FIXED_INLINE zn::tensor<T, 4, 4> dh_transform_given(T const& q, dh_given const& p) {
-  using std::cos, std::sin;
-  T const ct = cos(q), st = sin(q);
-  T const ca = T(p.ca), sa = T(p.sa), a = T(p.a), d = T(p.d);
-  return {ct,      -st,     T(0.0), a,        //
-          st * ca, ct * ca, -sa,    -sa * d,  //
-          st * sa, ct * sa, ca,     ca * d,   //
-          T(0.0),  T(0.0),  T(0.0), T(1.0)};
+ZENITH_FIXED_INLINE zn::tensor<T, 4, 4> dh_transform(T const& q, dh_row const& p) {
+  return dh_transform(q, T(p.a), T(p.d), T(p.ca), T(p.sa));
 }
 
-struct fk_textbook_given_fn {
+// The chain over a table of rows, from an identity, then the flange as a last fixed transform.
+template <class Row>
+struct fk_textbook_fn {
+  std::array<Row, 7> const* table;
+  Row flange;
   template <class Q>
   ZENITH_FIXED_INLINE auto operator()(Q const& q) const {
     using T = typename Q::value_type;
     auto m = zn::tensor<T, 4, 4>::identity();
-    for (std::size_t i = 0; i < 7; ++i) m = zn::matmul(m, dh_transform_given(q(i), panda_given[i]));
-    m = zn::matmul(m, dh_transform_given(T(0.0), dh_given{0.0, flange_d, 1.0, 0.0}));
+    for (std::size_t i = 0; i < 7; ++i) m = zn::matmul(m, dh_transform(q(i), (*table)[i]));
+    m = zn::matmul(m, dh_transform(T(0.0), flange));
     return zn::tensor<T, 3>{m(0, 3), m(1, 3), m(2, 3)};
   }
 };
-constexpr fk_textbook_given_fn fk_textbook_given{};
+constexpr fk_textbook_fn<dh_angles> fk_textbook{&panda_angles, {0.0, flange_d, 0.0}};
+// The textbook form with the DH table's cos and sin given instead of taken at run time: the
+// difference to the textbook row is what the seven libm sincos calls of the table's angles cost,
+// which no library can take off.
+constexpr fk_textbook_fn<dh_row> fk_textbook_given{&panda, {0.0, flange_d, 1.0, 0.0}};
 
 __attribute__((noinline)) void zn_jacobian(Q const* q, J* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = zn::jacfwd(fk_position)(q[i]);
