@@ -414,3 +414,50 @@ TEST_CASE("a further cotangent of an array is added to its sum bit for bit", "[g
   }
   zn::set_simd_enabled(true);
 }
+
+TEST_CASE("every cotangent of the result is computed in one loop", "[grad][fused_pass]") {
+  // The result's paths to its leaves are taken together (autodiff/take_paths.hpp): four reads of
+  // x, leaves of two sizes, a leaf that is not differentiated, a broadcast leaf whose cotangent
+  // sums, and the same pass recorded by an enclosing grad.
+  for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(8193), std::size_t(40001)}) {
+    INFO("n " << n);
+    auto x = random_array({n}, 41, 0.2, 2.0), y = random_array({2 * n + 1}, 42);
+    auto f = [](auto const& x, auto const& y) {
+      return zn::sum(zn::exp(-x * x) + zn::log(x) / (x + 1.0)) + zn::sum(zn::sin(y) * y);
+    };
+    auto [value, g] = zn::value_and_grad(f, zn::argnums<0, 1>)(x, y);
+    auto const& [gx, gy] = g;
+    double want = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      double a = x.data()[i];
+      want += std::exp(-a * a) + std::log(a) / (a + 1);
+      double d = -2 * a * std::exp(-a * a) + 1 / (a * (a + 1)) - std::log(a) / ((a + 1) * (a + 1));
+      REQUIRE(std::abs(gx.data()[i] - d) <= 1e-13 * (1 + std::abs(d)));
+    }
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      double b = y.data()[i];
+      want += std::sin(b) * b;
+      REQUIRE(std::abs(gy.data()[i] - (std::cos(b) * b + std::sin(b))) <= 1e-13);
+    }
+    CHECK(std::abs(value.item() - want) <= 1e-11 * (1 + std::abs(want)));
+    // Only y differentiated: x's four paths take nothing.
+    auto gy_only = zn::grad(f, zn::argnums<1>)(x, y);
+    REQUIRE(std::memcmp(gy_only.data(), gy.data(), y.size() * sizeof(double)) == 0);
+    // Recorded by an enclosing grad: the second derivative of the sum over x.
+    auto inner = [](auto const& x) {
+      return zn::sum(
+          zn::grad([](auto const& x) { return zn::sum(x * x * x + zn::sin(x) * x); })(x));
+    };
+    auto h = zn::grad(inner)(x);
+    for (std::size_t i = 0; i < n; ++i) {
+      double a = x.data()[i], d2 = 6 * a + 2 * std::cos(a) - a * std::sin(a);
+      REQUIRE(std::abs(h.data()[i] - d2) <= 1e-12 * (1 + std::abs(d2)));
+    }
+  }
+  // A row broadcast: its cotangent sums over the batch, apart from the loop; x's in the loop.
+  auto x = random_array({5, 9}, 43), w = random_array({1, 9}, 44);
+  auto f = [](auto const& x, auto const& w) { return zn::sum(x * w + zn::sin(w) * x * x); };
+  auto [gx, gw] = zn::grad(f, zn::argnums<0, 1>)(x, w);
+  check_close(gx, numeric_grad(f, 0, x, w));
+  check_close(gw, numeric_grad(f, 1, x, w));
+}

@@ -14,6 +14,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "evaluate_cold.hpp"
 #include "memoize.hpp"
 #include "tape.hpp"
 
@@ -87,18 +88,23 @@ class value_fusing_sink<total_target<Op, T, E>> {
   // As the reverse pass's sink: a cotangent that can share the held total's loop takes it.
   template <class Leaf, class G>
   void operator()(Leaf const& leaf, G const& ct) {
-    if (held_) {
-      switch (cts_.template add_with_total<Op>(leaf, ct, *held_, value_)) {
-        case cotangents::joined::with_total:
-          held_.reset();
-          return;
-        case cotangents::joined::apart:
-          return;
-        case cotangents::joined::no:
-          break;
-      }
+    if (!join(leaf, ct)) cts_(leaf, ct);
+  }
+
+  // Whether ct took the held total's loop (or was taken apart trying): then it is done.
+  template <class Leaf, class G>
+  bool join(Leaf const& leaf, G const& ct) {
+    if (!held_) return false;
+    switch (cts_.template add_with_total<Op>(leaf, ct, *held_, value_)) {
+      case cotangents::joined::with_total:
+        held_.reset();
+        return true;
+      case cotangents::joined::apart:
+        return true;
+      case cotangents::joined::no:
+        break;
     }
-    cts_(leaf, ct);
+    return false;
   }
 
   // After the reverse pass: a total that no cotangent took joins the group alone, or, where it
@@ -106,9 +112,17 @@ class value_fusing_sink<total_target<Op, T, E>> {
   void finish() {
     if (!held_) return;
     if (!cts_.template queue_total_into<Op>(*held_, value_)) {
-      // Into value_'s buffer, which memoize's node holds.
-      std::uint32_t all = (std::uint32_t(1) << held_->shape().size()) - 1;
-      zenith::detail::red::reduce_into<Op>(value_, *held_, all);
+      // A layout that is not one row: computed apart, into value_'s buffer, which memoize's
+      // node holds.
+      auto all = [&] {
+        if constexpr (std::is_same_v<Op, ops::reduce_sum>)
+          return sum(*held_);
+        else
+          return mean(*held_);
+      }();
+      array<T> v = zenith::detail::evaluate_cold<T>(all);
+      auto ev = make_evaluator(array<T>::from_buffer(v.storage(), v.data(), value_.shape()));
+      run_fused(zenith::detail::contiguous_dest(value_), ev, value_.shape());
     }
     held_.reset();
   }

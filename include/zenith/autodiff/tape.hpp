@@ -10,10 +10,12 @@
 // The backward pass runs the static pass over the function's result (autodiff/backward.hpp),
 // then pulls the entries newest first. Cotangents are accumulated per traced buffer (this file's
 // sink), so an array read in several places, or by several entries, sums its contributions.
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "../backend/cpu/evaluate.hpp"
 #include "../backend/cpu/fused_group.hpp"
@@ -52,6 +54,7 @@ class cotangents {
   // Adds ct, a level-Level expression, to the cotangent of leaf.
   template <int Level, class Leaf, class G>
   void add(Leaf const& leaf, G const& ct) {
+    if (deferred_n_ != 0) flush();  // cotangents deferred by take_paths come first
     if constexpr (is_array_v<Leaf> && floating_element<value_t<Leaf>>) {
       // An outer transform traces this pass (higher order): every cotangent is evaluated where
       // that trace records it, one at a time.
@@ -142,10 +145,78 @@ class cotangents {
     }
   }
 
+  // For the cotangents of a function's result taken as pairs (autodiff/take_paths.hpp):
+
+  // Whether a cotangent of buffer b is kept (b is traced by this trace).
+  bool accepts(buffer const* b) const { return st_->reads_traced(b); }
+
+  // Where a cotangent of shape s computed by a loop of the group goes, for buffer b: a fresh
+  // running sum to store into, allocated now and filled when the loop runs ({out, false}), or
+  // b's running sum, added to in place ({out, true}, when can_add and the sum is this store's
+  // own, as add_further). nullopt when it must be computed apart and added as an array.
+  template <class T>
+  std::optional<std::pair<T*, bool>> claim(buffer const* b, zenith::shape const& s, bool can_add) {
+    if (has_deferred<T>(b)) return std::nullopt;
+    auto& slot = slots<T>()[b];
+    if (!slot) {
+      slot = array<T>::empty(s);
+      queued_.insert(slot->storage().get());
+      return std::pair{slot->data(), false};
+    }
+    auto const& buf = slot->storage();
+    bool own = queued_.contains(buf.get()) ||
+               (buf && buf->owned() && buf.use_count() == 1 && slot->device() == cpu);
+    if (!can_add || !own || slot->shape() != s) return std::nullopt;
+    queued_.insert(buf.get());
+    return std::pair{slot->data(), true};
+  }
+  // A loop of the group's type L, in the group's arena while it has room.
+  template <class L>
+  auto make_loop() {
+    return group_.template make<L>();
+  }
+  // Queues a loop over n elements (whose outputs claim() gave), after running what the group
+  // holds where that has another size.
+  void submit(zenith::detail::fused_group::loop_ptr l, std::int64_t n) {
+    make_room(n);
+    group_.add(std::move(l), n);
+    ++submitted_;
+  }
+  // ct, computed apart, added to leaf's cotangent (compiled once per element type); after the
+  // sums still to come for leaf (defer_add), where it has some.
+  template <element T>
+  void add_array(array<T> const& leaf, array<T> const& ct) {
+    if (has_deferred<T>(leaf.storage().get()))
+      push_deferred<T>({leaf, ct, std::nullopt, submitted_});
+    else
+      add_grouped(leaf, ct);
+  }
+  // values (which the loop submitted next stores), summed to shape `to` where given, added to
+  // leaf's cotangent once that loop has run, in order with the other deferred ones.
+  template <element T>
+  void defer_add(array<T> const& leaf, array<T> values, std::optional<zenith::shape> to) {
+    push_deferred<T>({leaf, std::move(values), std::move(to), submitted_ + 1});
+  }
+  // Whether a cotangent of b is still to be added after the group runs: a later one then waits
+  // its turn too.
+  template <element T>
+  bool has_deferred(buffer const* b) {
+    for (auto const& d : deferred<T>())
+      if (d.leaf.storage().get() == b) return true;
+    return false;
+  }
+  // ct recorded by the enclosing trace and added to leaf's cotangent (transforms nest).
+  template <int Level, class Leaf, class G>
+  void add_nested(Leaf const& leaf, G const& ct) {
+    add_recorded<Level>(leaf, ct);
+  }
+
   // Computes everything queued.
   void flush() {
     queued_.clear();
     group_.run();
+    // By the element types that deferred any (only those compile the sum).
+    for (std::size_t i = 0; i < drains_.size(); ++i) drains_[i](*this);
   }
 
   // The cotangent accumulated for buffer b, removed from the store (none if nothing reached b).
@@ -199,6 +270,46 @@ class cotangents {
   template <class T>
   using slot_map = zenith::detail::small_map<buffer const*, std::optional<array<T>>>;
 
+  // A cotangent added after the group runs: values, summed to `to` where given, once the loop
+  // that stores them (the loop-th one submitted) has run.
+  template <class T>
+  struct deferred_add {
+    array<T> leaf, values;
+    std::optional<zenith::shape> to;
+    std::size_t loop;
+  };
+  template <class T>
+  std::vector<deferred_add<T>>& deferred() {
+    return std::get<std::vector<deferred_add<T>>>(deferred_);
+  }
+  template <class T>
+  void push_deferred(deferred_add<T> d) {
+    deferred<T>().push_back(std::move(d));
+    ++deferred_n_;
+    void (*drain)(cotangents&) = [](cotangents& c) { c.add_deferred<T>(); };
+    if (std::find(drains_.begin(), drains_.end(), drain) == drains_.end()) drains_.push_back(drain);
+  }
+  // Adds the deferred cotangents whose loops have run, in order (up to the first whose loop is
+  // still to be submitted).
+  template <class T>
+  void add_deferred() {
+    auto& all = deferred<T>();
+    std::size_t k = 0;
+    while (k < all.size() && all[k].loop <= submitted_) ++k;
+    if (k == 0) return;
+    std::vector<deferred_add<T>> list(std::make_move_iterator(all.begin()),
+                                      std::make_move_iterator(all.begin() + std::ptrdiff_t(k)));
+    all.erase(all.begin(), all.begin() + std::ptrdiff_t(k));
+    deferred_n_ -= k;
+    for (auto& d : list) {
+      if (d.to)
+        add_grouped(d.leaf,
+                    zenith::detail::evaluate_sum_to(sum_to_node<array<T>>(d.values, *d.to)));
+      else
+        add_grouped(d.leaf, d.values);
+    }
+  }
+
   template <class T>
   slot_map<T>& slots() {
     return std::get<slot_map<T>>(slots_);
@@ -227,6 +338,12 @@ class cotangents {
   zenith::detail::small_set<buffer const*>
       queued_;  // slots the group allocated (private to this store)
   std::tuple<slot_map<float>, slot_map<double>, slot_map<bfloat16>, slot_map<float16>> slots_;
+  std::tuple<std::vector<deferred_add<float>>, std::vector<deferred_add<double>>,
+             std::vector<deferred_add<bfloat16>>, std::vector<deferred_add<float16>>>
+      deferred_;
+  std::vector<void (*)(cotangents&)> drains_;
+  std::size_t deferred_n_ = 0;  // deferred cotangents not yet added
+  std::size_t submitted_ = 0;   // loops submitted
 };
 
 // Pulls the tape, newest entry first. A gradient consumes it (each entry, and so what it keeps

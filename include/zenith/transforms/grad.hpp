@@ -11,8 +11,9 @@
 // a buffer identity of its own), so the leaves that read it can be told apart from every other
 // array, even from another argument that is the same array. The function's result is
 // differentiated on its type (autodiff/backward.hpp): each gradient is one fused expression per
-// place the argument is read. Intermediates the function materializes are on the tape
-// (autodiff/tape.hpp), pulled after the result's own pass.
+// place the argument is read, and where the result is built of elementwise ops, sums and views,
+// all of them are computed in one loop (autodiff/collect.hpp, take_paths.hpp). Intermediates the
+// function materializes are on the tape (autodiff/tape.hpp), pulled after the result's own pass.
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -21,9 +22,11 @@
 #include <utility>
 
 #include "../autodiff/backward.hpp"
+#include "../autodiff/evaluate_cold.hpp"
 #include "../autodiff/fused_value.hpp"
 #include "../autodiff/ir_tape_run.hpp"
 #include "../autodiff/rules.hpp"
+#include "../autodiff/take_paths.hpp"
 #include "../autodiff/tape.hpp"
 #include "../core/apply.hpp"
 #include "../core/creation.hpp"
@@ -133,6 +136,17 @@ inline constexpr bool is_total_reduction_v<reduce_node<ops::reduce_mean, C>> = t
 // sums or averages everything (the usual case) is not evaluated first: its sum is queued with
 // the gradients, so one pass reads the inputs for both; so is a sum below the root that no rule
 // reads (-0.5 * sum(square(x - mu)) / s2 - c). The value is final once cts is flushed.
+// The reverse pass of the function's result e from ct into cts: as pairs taken together
+// (autodiff/take_paths.hpp) where every node of e has a rule that only builds expressions, else
+// through the sink.
+template <class E, class G, class Sink>
+void result_backward(E const& e, G&& ct, Sink& sink, autodiff::cotangents& cts) {
+  if constexpr (autodiff::collects_v<E>)
+    autodiff::take_paths(cts, sink, autodiff::collect(e, std::forward<G>(ct)));
+  else
+    autodiff::backward(e, std::forward<G>(ct), sink);
+}
+
 template <class Out>
 array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts) {
   using T = value_t<Out>;
@@ -151,13 +165,16 @@ array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts
     // nothing, passes every cotangent on (one reverse pass compiled for both).
     using Child = std::remove_cvref_t<decltype(top.child)>;
     autodiff::value_fusing_sink<autodiff::total_target<Op, T, Child>> sink(cts);
+    // Where it cannot be queued (a layout that is not one row, a device), or is recorded for an
+    // enclosing transform, the value is computed apart: by the interpreter, so that the sum's
+    // type compiles no reduction of its own for those cases.
     std::optional<array<T>> value;
     if (active_trace())
-      value = evaluate_for_rules<T, 0>(top);
+      value = reads_traced(top) ? record_materialization<T, 0>(top) : evaluate_cold<T>(top);
     else
       value = sink.template queue_total<Op, T>(top.child, out.shape());
-    if (!value) value = evaluate_untraced<T>(top);
-    autodiff::backward(top.child, std::move(ct), sink);
+    if (!value) value = evaluate_cold<T>(top);
+    result_backward(top.child, std::move(ct), sink, cts);
     sink.finish();
     return *std::move(value);
   } else {
@@ -173,10 +190,10 @@ array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts
           nested ? autodiff::memoized_t<Out>(autodiff::memoize(out)) : autodiff::memoize(out, sink);
       if (nested) {
         array<T> value = autodiff::memoized_value(forward);
-        autodiff::backward(forward, std::move(seed), sink);
+        result_backward(forward, std::move(seed), sink, cts);
         return value;
       }
-      autodiff::backward(forward, std::move(seed), sink);
+      result_backward(forward, std::move(seed), sink, cts);
       if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(sink)>, autodiff::cotangents>)
         sink.finish();
       cts.flush();

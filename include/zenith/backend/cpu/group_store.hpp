@@ -93,7 +93,10 @@ class store_loop final : public fused_group::loop {
     void run(std::int64_t lo, std::int64_t hi) override { run_piece(ev, out, unit, add, lo, hi); }
   };
 
-  // Flattened, as the loop over a piece is all there is to inline into.
+ public:
+  // out[lo, hi) = e there (or +=, when add), on the evaluator ev (coalesced by prepare()): also
+  // the body of each cotangent in a paths_loop (group_paths.hpp). Flattened, as the loop over a
+  // piece is all there is to inline into.
   [[gnu::flatten]] static void run_piece(Ev& ev, T* out, bool unit, bool add, std::int64_t lo,
                                          std::int64_t hi) {
     std::array<std::int64_t, max_rank> idx{};
@@ -117,6 +120,7 @@ class store_loop final : public fused_group::loop {
     run_row_scalar(out, ev, lo, hi, add);
   }
 
+ private:
   E expr_;  // keeps every buffer the evaluator reads alive
   Ev ev_;
   T* out_;
