@@ -39,7 +39,10 @@ array<T> evaluate_cold(E const& e) {
     v = ir::emit(r, e);
   else
     v = ir::emit(r, map_node<ops::cast<T>, E>(e));
-  return run_cold(g, v).template as<T>();
+  array<T> out = run_cold(g, v).template as<T>();
+  // An expression of numbers only (a broadcast constant) is a rank-0 literal in the IR.
+  if (out.shape() != e.shape()) return full<T>(e.shape(), out.data()[0]);
+  return out;
 }
 
 }  // namespace zenith::detail

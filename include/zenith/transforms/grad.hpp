@@ -131,11 +131,6 @@ inline constexpr bool is_total_reduction_v<reduce_node<ops::reduce_sum, C>> = tr
 template <class C>
 inline constexpr bool is_total_reduction_v<reduce_node<ops::reduce_mean, C>> = true;
 
-// The function's value, and the static reverse pass from it into cts. Barriers are evaluated
-// once (memoized): the value and every rule that reads a node's value share them. A loss that
-// sums or averages everything (the usual case) is not evaluated first: its sum is queued with
-// the gradients, so one pass reads the inputs for both; so is a sum below the root that no rule
-// reads (-0.5 * sum(square(x - mu)) / s2 - c). The value is final once cts is flushed.
 // The reverse pass of the function's result e from ct into cts: as pairs taken together
 // (autodiff/take_paths.hpp) where every node of e has a rule that only builds expressions, else
 // through the sink.
@@ -147,6 +142,23 @@ void result_backward(E const& e, G&& ct, Sink& sink, autodiff::cotangents& cts) 
     autodiff::backward(e, std::forward<G>(ct), sink);
 }
 
+// The total top computed on its own (not in the gradients' loop). Where the reverse pass is
+// taken as pairs, that is only for a layout that is not one row, and the interpreter computes
+// it, as it does those pairs' cold paths; elsewhere (a slice, a barrier below) often, and by
+// the reduction compiled for it.
+template <element T, class Top>
+array<T> total_apart(Top const& top) {
+  if constexpr (autodiff::collects_v<std::remove_cvref_t<decltype(top.child)>>)
+    return evaluate_cold<T>(top);
+  else
+    return evaluate_untraced<T>(top);
+}
+
+// The function's value, and the static reverse pass from it into cts. Barriers are evaluated
+// once (memoized): the value and every rule that reads a node's value share them. A loss that
+// sums or averages everything (the usual case) is not evaluated first: its sum is queued with
+// the gradients, so one pass reads the inputs for both; so is a sum below the root that no rule
+// reads (-0.5 * sum(square(x - mu)) / s2 - c). The value is final once cts is flushed.
 template <class Out>
 array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts) {
   using T = value_t<Out>;
@@ -166,14 +178,13 @@ array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts
     using Child = std::remove_cvref_t<decltype(top.child)>;
     autodiff::value_fusing_sink<autodiff::total_target<Op, T, Child>> sink(cts);
     // Where it cannot be queued (a layout that is not one row, a device), or is recorded for an
-    // enclosing transform, the value is computed apart: by the interpreter, so that the sum's
-    // type compiles no reduction of its own for those cases.
+    // enclosing transform, the value is computed apart.
     std::optional<array<T>> value;
     if (active_trace())
-      value = reads_traced(top) ? record_materialization<T, 0>(top) : evaluate_cold<T>(top);
+      value = reads_traced(top) ? record_materialization<T, 0>(top) : total_apart<T>(top);
     else
       value = sink.template queue_total<Op, T>(top.child, out.shape());
-    if (!value) value = evaluate_cold<T>(top);
+    if (!value) value = total_apart<T>(top);
     result_backward(top.child, std::move(ct), sink, cts);
     sink.finish();
     return *std::move(value);
