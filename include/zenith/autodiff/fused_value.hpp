@@ -14,8 +14,6 @@
 #include <optional>
 #include <type_traits>
 
-#include "collect.hpp"
-#include "evaluate_cold.hpp"
 #include "memoize.hpp"
 #include "tape.hpp"
 
@@ -113,24 +111,9 @@ class value_fusing_sink<total_target<Op, T, E>> {
   void finish() {
     if (!held_) return;
     if (!cts_.template queue_total_into<Op>(*held_, value_)) {
-      // A layout that is not one row, into value_'s buffer (which memoize's node holds). Where
-      // the reverse pass is taken as pairs (collect.hpp) the total is only left here for such a
-      // layout, and is computed by the interpreter, as those pairs' cold paths are; elsewhere
-      // (a slice, a barrier below) it is left whenever no cotangent joins it, and reduced here.
-      if constexpr (collects_v<E>) {
-        auto all = [&] {
-          if constexpr (std::is_same_v<Op, ops::reduce_sum>)
-            return sum(*held_);
-          else
-            return mean(*held_);
-        }();
-        array<T> v = zenith::detail::evaluate_cold<T>(all);
-        auto ev = make_evaluator(array<T>::from_buffer(v.storage(), v.data(), value_.shape()));
-        run_fused(zenith::detail::contiguous_dest(value_), ev, value_.shape());
-      } else {
-        std::uint32_t all = (std::uint32_t(1) << held_->shape().size()) - 1;
-        zenith::detail::red::reduce_into<Op>(value_, *held_, all);
-      }
+      // Into value_'s buffer, which memoize's node holds.
+      std::uint32_t all = (std::uint32_t(1) << held_->shape().size()) - 1;
+      zenith::detail::red::reduce_into<Op>(value_, *held_, all);
     }
     held_.reset();
   }

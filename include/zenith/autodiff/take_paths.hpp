@@ -3,10 +3,11 @@
 // (autodiff/collect.hpp), taken into the gradient's store: what backward() would do with a sink
 // (autodiff/tape.hpp, fused_value.hpp), with every path's loop in one paths_loop
 // (backend/cpu/group_paths.hpp) instead of a store loop, an addition and a joined sum compiled
-// per path. Where a path cannot join that loop (a sum that really reduces, a leaf on a device,
-// a layout that is not one row, a running sum held elsewhere) it is computed apart, as an array,
-// and added as one: compiled once per element type. Results are bitwise those of the sink: the
-// same loops compute the same paths and add them to a buffer in the same order.
+// per path. A path that sums to its leaf's shape is stored whole by that loop and summed after
+// it. Where a path cannot join the loop (a leaf on a device, a layout that is not one row: an
+// operand broadcast or read transposed) it is computed apart by a loop of its own, and added as
+// an array (the addition compiled once per element type). Results are bitwise those of the sink:
+// the same loops compute the same paths and add them to a buffer in the same order.
 #include <cstddef>
 #include <tuple>
 #include <type_traits>
@@ -14,7 +15,6 @@
 
 #include "../backend/cpu/group_paths.hpp"
 #include "collect.hpp"
-#include "evaluate_cold.hpp"
 #include "fused_value.hpp"
 #include "tape.hpp"
 
@@ -47,15 +47,14 @@ inline constexpr bool loop_path_v = !is_array_v<G> && !barrier_expression<G>;
 template <class C>
 inline constexpr bool loop_path_v<sum_to_node<C>> = !is_array_v<C> && !barrier_expression<C>;
 
-// ct as an array for leaf, computed on its own: on the leaf's device where it is on one, else
-// by the interpreter (evaluate_cold.hpp).
+// ct as an array for leaf, computed on its own: on the leaf's device where it is on one.
 template <element T, class G>
 array<T> path_apart(array<T> const& leaf, G const& ct) {
   if constexpr (std::is_same_v<G, array<T>>) {
     return ct;
   } else {
     if (device d = leaf.device(); d != cpu) return zenith::detail::evaluate_on<T>(d, ct);
-    return zenith::detail::evaluate_cold<T>(ct);
+    return zenith::detail::evaluate_fresh<T>(ct);
   }
 }
 // Whether the sink's held total took ct into its loop (value_fusing_sink::join); a sink that

@@ -22,7 +22,6 @@
 #include <utility>
 
 #include "../autodiff/backward.hpp"
-#include "../autodiff/evaluate_cold.hpp"
 #include "../autodiff/fused_value.hpp"
 #include "../autodiff/ir_tape_run.hpp"
 #include "../autodiff/rules.hpp"
@@ -142,18 +141,6 @@ void result_backward(E const& e, G&& ct, Sink& sink, autodiff::cotangents& cts) 
     autodiff::backward(e, std::forward<G>(ct), sink);
 }
 
-// The total top computed on its own (not in the gradients' loop). Where the reverse pass is
-// taken as pairs, that is only for a layout that is not one row, and the interpreter computes
-// it, as it does those pairs' cold paths; elsewhere (a slice, a barrier below) often, and by
-// the reduction compiled for it.
-template <element T, class Top>
-array<T> total_apart(Top const& top) {
-  if constexpr (autodiff::collects_v<std::remove_cvref_t<decltype(top.child)>>)
-    return evaluate_cold<T>(top);
-  else
-    return evaluate_untraced<T>(top);
-}
-
 // The function's value, and the static reverse pass from it into cts. Barriers are evaluated
 // once (memoized): the value and every rule that reads a node's value share them. A loss that
 // sums or averages everything (the usual case) is not evaluated first: its sum is queued with
@@ -177,14 +164,12 @@ array<value_t<Out>> value_and_backward(Out const& out, autodiff::cotangents& cts
     // nothing, passes every cotangent on (one reverse pass compiled for both).
     using Child = std::remove_cvref_t<decltype(top.child)>;
     autodiff::value_fusing_sink<autodiff::total_target<Op, T, Child>> sink(cts);
-    // Where it cannot be queued (a layout that is not one row, a device), or is recorded for an
-    // enclosing transform, the value is computed apart.
     std::optional<array<T>> value;
     if (active_trace())
-      value = reads_traced(top) ? record_materialization<T, 0>(top) : total_apart<T>(top);
+      value = evaluate_for_rules<T, 0>(top);
     else
       value = sink.template queue_total<Op, T>(top.child, out.shape());
-    if (!value) value = total_apart<T>(top);
+    if (!value) value = evaluate_untraced<T>(top);
     result_backward(top.child, std::move(ct), sink, cts);
     sink.finish();
     return *std::move(value);
