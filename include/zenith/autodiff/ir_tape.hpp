@@ -43,17 +43,23 @@ struct ir_trace {
     // cotangents cts holds for the values they computed (values [first_value, last_value)).
     void (*pull)(trace_state& t, std::size_t first, std::size_t last, ir::value_id first_value,
                  ir::value_id last_value, autodiff::cotangents& cts);
+    // Materializes the expression at e, which reads arrays t traces: appends its equations
+    // (emit(rec, e) for its type), runs them, and returns the result (record_hook below).
+    any_array (*record)(trace_state& t, ir::value_id (*emit)(ir::recorder&, void const*),
+                        void const* e);
   };
 
   ir::graph graph;
-  ir::recorder rec{graph};
+  ir::recorder rec;
   std::vector<any_array> arrays;  // by value id: the array a value holds, where kept
   // Every other buffer rec binds (an alias of an argument, an array a value held before): a
   // bound buffer must outlive its binding, or a new one at its address would read its value.
   std::vector<std::shared_ptr<buffer>> held;
-  hooks const* run = nullptr;
+  hooks const* run;
 
-  ir_trace() = default;
+  // A transform starting makes one (autodiff/ir_tape_run.hpp), with what runs its IR and what
+  // builds it: a program that never starts one compiles neither.
+  ir_trace(hooks const& h, ir::emit_functions const& f) : rec{graph, f}, run(&h) {}
   ir_trace(ir_trace const&) = delete;  // rec points into graph
   ir_trace& operator=(ir_trace const&) = delete;
 
@@ -153,20 +159,37 @@ any_array run_recorded(trace_state& t, std::size_t first, ir::value_id first_val
 ZENITH_RUNTIME_INSTANCE(any_array run_recorded<>(trace_state& t, std::size_t first,
                                                  ir::value_id first_value, ir::value_id id))
 
+// ir_trace::hooks::record.
+template <class = void>
+any_array record_hook(trace_state& t, ir::value_id (*emit)(ir::recorder&, void const*),
+                      void const* e) {
+  ir_trace& ir = *t.ir;
+  std::size_t first = ir.graph.equations().size();
+  auto first_value = ir::value_id(ir.graph.values().size());
+  ir::value_id id = emit(ir.rec, e);
+  return run_recorded(t, first, first_value, id);
+}
+ZENITH_RUNTIME_INSTANCE(any_array record_hook<>(trace_state& t,
+                                                ir::value_id (*emit)(ir::recorder&, void const*),
+                                                void const* e))
+
+template <class E>
+ir::value_id emit_at(ir::recorder& r, void const* e) {
+  return ir::emit(r, *static_cast<E const*>(e));
+}
+
 // Materializes e (which reads arrays trace t traces) as the trace's IR: its equations appended,
-// then run_recorded.
+// then run. Each expression type compiles its IR walk (emit_at) and a call.
 template <element T, int Level, expression E>
 array<T> record_materialization(E const& e) {
   trace_state* t = innermost_reader(e);
-  ir_trace& ir = *t->ir;
-  std::size_t first = ir.graph.equations().size();
-  auto first_value = ir::value_id(ir.graph.values().size());
-  ir::value_id id;
-  if constexpr (std::is_same_v<value_t<E>, T>)
-    id = ir::emit(ir.rec, e);  // not a copy of e: one reference count less per leaf
-  else
-    id = ir::emit(ir.rec, map_node<ops::cast<T>, E>(e));
-  return run_recorded(*t, first, first_value, id).template as<T>();
+  if constexpr (std::is_same_v<value_t<E>, T>) {
+    // not a copy of e: one reference count less per leaf
+    return t->ir->run->record(*t, &emit_at<E>, &e).template as<T>();
+  } else {
+    map_node<ops::cast<T>, E> c(e);
+    return t->ir->run->record(*t, &emit_at<decltype(c)>, &c).template as<T>();
+  }
 }
 
 // An array made outside the IR (a custom_vjp rule's output, a checkpointed function's): bound to

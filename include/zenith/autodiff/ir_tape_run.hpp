@@ -330,7 +330,7 @@ ZENITH_RUNTIME_INSTANCE(void pull_hook<>(trace_state& t, std::size_t first, std:
 // Templates so that the interpreter and the IR rules are compiled only into programs that
 // start a transform.
 template <class V = void>
-inline ir_trace::hooks const ir_hooks{&compute_hook<V>, &pull_hook<V>};
+inline ir_trace::hooks const ir_hooks{&compute_hook<V>, &pull_hook<V>, &record_hook<V>};
 
 // A trace's IR state, run by the hooks above.
 template <class = void>
@@ -340,9 +340,7 @@ std::shared_ptr<ir_trace> make_ir_trace() {
   register_typed<std::int64_t>();
   register_typed<float>();
   register_typed<double>();
-  auto ir = std::make_shared<ir_trace>();
-  ir->run = &ir_hooks<>;
-  return ir;
+  return std::make_shared<ir_trace>(ir_hooks<>, ir::emit_functions_of<>);
 }
 ZENITH_RUNTIME_INSTANCE(std::shared_ptr<ir_trace> make_ir_trace<>())
 

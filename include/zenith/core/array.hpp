@@ -39,9 +39,11 @@ namespace detail {
                      std::string(dtype_name(dt)) + (d == cpu ? "" : " on " + d.str()));
 }
 // The buffer of a new array: its size checked for overflow, and memory that cannot be had
-// reported as a memory_error naming the array rather than a bare std::bad_alloc.
-inline std::shared_ptr<buffer> allocate_array(zenith::shape const& s, std::size_t item, dtype dt,
-                                              device d) {
+// reported as a memory_error naming the array rather than a bare std::bad_alloc. Out of line:
+// every evaluation of every expression type makes its result with it.
+[[gnu::noinline]] inline std::shared_ptr<buffer> allocate_array(zenith::shape const& s,
+                                                                std::size_t item, dtype dt,
+                                                                device d) {
   std::size_t n = 1, bytes = 0;
   bool overflow = false;
   for (std::size_t x : s) overflow |= __builtin_mul_overflow(n, x, &n);

@@ -44,8 +44,10 @@ struct tape_entry {
   virtual bool extend(std::size_t, std::size_t, std::uint32_t, std::uint32_t) { return false; }
   // Whether the entry made the array whose buffer is b.
   virtual bool made(buffer const* b) const { return out.get() == b; }
-  // The entry will never be pulled: what it made is no longer traced (but keep).
-  virtual void forget(trace_state& t, buffer const* keep);
+  // The entry will never be pulled: what it made is no longer traced (but keep). Declared
+  // inline: the class then has no key function, and its vtable is emitted only where an entry
+  // is made (by a transform), not in every program.
+  inline virtual void forget(trace_state& t, buffer const* keep);
 };
 
 struct trace_state {
@@ -56,7 +58,8 @@ struct trace_state {
   trace_state* parent = nullptr;                  // the enclosing transform's trace, if nested
   std::shared_ptr<ir_trace> ir;  // what the trace recorded, as IR (every transform has one)
 
-  bool reads_traced(buffer const* b) const { return traced.contains(b); }
+  // Out of line: every expression type's trace test calls it once per array it reads.
+  [[gnu::noinline]] bool reads_traced(buffer const* b) const { return traced.contains(b); }
 };
 
 inline void tape_entry::forget(trace_state& t, buffer const* keep) {

@@ -30,7 +30,9 @@ struct affine_map {
 // Strides read through m: stride (one per input axis, in elements) becomes one per output axis;
 // returns the offset of the first element read. What a leaf of either backend does when a view
 // or a broadcast is pushed down to it.
-inline std::int64_t map_strides(affine_map const& m, std::array<std::int64_t, max_rank>& stride) {
+// Out of line: every leaf of every evaluator that a view or a broadcast reaches calls it once.
+[[gnu::noinline]] inline std::int64_t map_strides(affine_map const& m,
+                                                  std::array<std::int64_t, max_rank>& stride) {
   std::int64_t off = 0;
   std::array<std::int64_t, max_rank> st{};
   for (std::size_t i = 0; i < m.in_rank; ++i) {

@@ -332,6 +332,20 @@ namespace detail {
                      ".to(zenith::cpu))");
 }
 
+// The leaf reading an array's memory at data (of shape s, in buffer b): out of line, compiled
+// once per element type rather than in every evaluator that reads an array.
+template <class T>
+[[gnu::noinline]] leaf_eval<T> array_leaf(T const* data, zenith::shape const& s, buffer const* b) {
+  if (b && b->where() != cpu) not_on_cpu(b->where(), s);
+  return leaf_eval<T>(data, s, b);
+}
+
+// How a leaf of shape `from` broadcast to `to` is read (views::broadcast_to's map), out of line.
+[[gnu::noinline]] inline affine_map broadcast_map(zenith::shape const& from,
+                                                  zenith::shape const& to) {
+  return views::broadcast_to{to}.map(from);
+}
+
 }  // namespace detail
 
 template <class E>
@@ -341,8 +355,7 @@ struct evaluator_for<E> {
   static type build(E const& e) {
     void const* src = nullptr;
     if constexpr (requires { e.storage(); }) {
-      src = e.storage().get();
-      if (src && e.storage()->where() != cpu) detail::not_on_cpu(e.storage()->where(), e.shape());
+      return detail::array_leaf<value_t<E>>(e.data(), e.shape(), e.storage().get());
     } else {
       // A leaf without a buffer (a fixed-size tensor) lives in the expression, which a
       // recording outlives: the recording reads a copy of it instead (core/recording.hpp).
@@ -363,7 +376,7 @@ struct evaluator_for<scalar_node<T>> {
 template <class Ev>
 void broadcast_leaves(Ev& ev, zenith::shape const& from, zenith::shape const& to) {
   if (from == to) return;
-  affine_map m = views::broadcast_to{to}.map(from);
+  affine_map m = detail::broadcast_map(from, to);
   ev.for_each_leaf([&](auto& leaf) { leaf.apply(m); });
 }
 
