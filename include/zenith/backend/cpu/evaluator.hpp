@@ -158,8 +158,10 @@ struct leaf_eval {
   leaf_eval() = default;
   leaf_eval(T const* p, zenith::shape const& s, void const* src)
       : base(p), rank(s.size()), stride(leaf_strides(s)), source(src) {}
+  // A leaf that keeps a's buffer alive (a barrier's or a kept value's result): out of line, as
+  // array_leaf below.
   template <class U>
-  static leaf_eval owning(array<U> const& a) {
+  [[gnu::noinline]] static leaf_eval owning(array<U> const& a) {
     leaf_eval l(a.data(), a.shape(), a.storage().get());
     l.hold = a.storage();
     return l;
