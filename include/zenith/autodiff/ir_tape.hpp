@@ -134,14 +134,16 @@ inline void note_recorded(trace_state& t, std::size_t first, ir::value_id first_
   t.tape.push_back(std::move(s));
 }
 
-// Runs what was just recorded into t's IR (equations from `first`, values from `first_value`,
-// the result `id`), binds the result to a fresh buffer, marked traced. What the run computes
-// for the enclosing traces is recorded by them in turn (the hooks run under t's parent). Out of
-// record_materialization so that each expression type compiles only its emitter.
+// ir_trace::hooks::record: appends the expression at e to t's IR (emit, for its type), runs what
+// was appended, and binds the result to a fresh buffer, marked traced. What the run computes for
+// the enclosing traces is recorded by them in turn (the hooks run under t's parent).
 template <class = void>
-any_array run_recorded(trace_state& t, std::size_t first, ir::value_id first_value,
-                       ir::value_id id) {
+any_array record_hook(trace_state& t, ir::value_id (*emit)(ir::recorder&, void const*),
+                      void const* e) {
   ir_trace& ir = *t.ir;
+  std::size_t first = ir.graph.equations().size();
+  auto first_value = ir::value_id(ir.graph.values().size());
+  ir::value_id id = emit(ir.rec, e);
   any_array value;
   if (id >= first_value) {
     trace_scope outer(t.parent);
@@ -155,19 +157,6 @@ any_array run_recorded(trace_state& t, std::size_t first, ir::value_id first_val
   t.traced.insert(value.storage().get());
   note_recorded(t, first, first_value);
   return value;
-}
-ZENITH_RUNTIME_INSTANCE(any_array run_recorded<>(trace_state& t, std::size_t first,
-                                                 ir::value_id first_value, ir::value_id id))
-
-// ir_trace::hooks::record.
-template <class = void>
-any_array record_hook(trace_state& t, ir::value_id (*emit)(ir::recorder&, void const*),
-                      void const* e) {
-  ir_trace& ir = *t.ir;
-  std::size_t first = ir.graph.equations().size();
-  auto first_value = ir::value_id(ir.graph.values().size());
-  ir::value_id id = emit(ir.rec, e);
-  return run_recorded(t, first, first_value, id);
 }
 ZENITH_RUNTIME_INSTANCE(any_array record_hook<>(trace_state& t,
                                                 ir::value_id (*emit)(ir::recorder&, void const*),

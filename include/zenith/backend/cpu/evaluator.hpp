@@ -355,16 +355,14 @@ requires dense_leaf<E>
 struct evaluator_for<E> {
   using type = leaf_eval<value_t<E>>;
   static type build(E const& e) {
-    void const* src = nullptr;
     if constexpr (requires { e.storage(); }) {
       return detail::array_leaf<value_t<E>>(e.data(), e.shape(), e.storage().get());
     } else {
       // A leaf without a buffer (a fixed-size tensor) lives in the expression, which a
       // recording outlives: the recording reads a copy of it instead (core/recording.hpp).
       if (detail::active_recording()) return type::owning(copy_from(e.data(), e.shape()));
-      src = e.data();
+      return type(e.data(), e.shape(), e.data());
     }
-    return type(e.data(), e.shape(), src);
   }
 };
 
