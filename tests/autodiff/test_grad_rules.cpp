@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 #include <zenith/zenith.hpp>
 
@@ -185,4 +186,15 @@ TEST_CASE("the reverse pass's own nodes differentiate", "[grad][rules]") {
         return zn::sum(s * s + zn::softmax(s));
       },
       x);
+  // A pad materialized under the trace (as a second-order pass materializes a slice's adjoint)
+  // is recorded as IR, and differentiated by the IR's rule for pad: a slice of its cotangent.
+  check_grads(
+      [](auto const& x) {
+        using A = std::remove_cvref_t<decltype(x)>;
+        zn::views::slice v =
+            zn::slice(zn::zeros<double>({5, 6}), {zn::range{1, 4}, zn::range{5, 0, -2}}).view;
+        A p = zn::pad_node(zn::sin(x) * x, zn::shape{5, 6}, v);
+        return zn::sum(zn::exp(p) * zn::arange<double>(6.0));
+      },
+      random_array({3, 3}, 44));
 }

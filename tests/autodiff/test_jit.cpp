@@ -131,6 +131,16 @@ TEST_CASE("jit: gradients through the tape (a runtime loop)", "[jit]") {
     return std::make_tuple(std::vector<A>{random_array({4, 5}, s), random_array({5, 2}, s + 1)},
                            random_array({3, 4}, s + 2));
   });
+  // A gradient the tape's pass returns as a view of the buffer holding it (the cotangent of a
+  // matrix-vector product's vector, reshaped from a column): still the recording's own buffer.
+  auto matvec = [](A const& w, A const& x, A const& y) {
+    A h = zn::matmul(x, w);
+    return zn::mean(zn::square(h - y));
+  };
+  check_replays(zn::value_and_grad(matvec), [](unsigned s) {
+    return std::make_tuple(random_array({3}, s), random_array({4, 3}, s + 1),
+                           random_array({4}, s + 2));
+  });
   // The same layers under checkpoint: recomputed in the backward pass, which is recorded too.
   struct layer {
     A w;

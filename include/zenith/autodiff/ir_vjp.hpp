@@ -106,6 +106,18 @@ std::vector<std::optional<value_id>> equation_vjp(vjp_builder& b, equation const
     }
     out[0] = b.eq("pad", {ct, b.scalar(ct, 0)}, in0,
                   {{"padding_low", low}, {"padding_high", high}, {"padding_interior", interior}});
+  } else if (op == "pad") {
+    // The operand's positions of ct: a slice. The padding value is a constant (as under jvp).
+    auto low = ints(e, "padding_low"), interior = ints(e, "padding_interior");
+    std::vector<std::int64_t> limit(in0.size()), strides(in0.size());
+    for (std::size_t k = 0; k < in0.size(); ++k) {
+      if (low[k] < 0 || interior[k] < 0)
+        throw value_error("ir: the reverse rule of pad takes no negative padding");
+      strides[k] = interior[k] + 1;
+      limit[k] = in0[k] > 0 ? low[k] + (std::int64_t(in0[k]) - 1) * strides[k] + 1 : low[k];
+    }
+    out[0] = b.eq("slice", {ct}, in0,
+                  {{"start_indices", low}, {"limit_indices", limit}, {"strides", strides}});
   } else if (op == "reduce_sum" || op == "reduce_mean") {
     std::uint32_t axes = mask_of(ints(e, "axes"));
     value_id c = unreduce(b, ct, in0, axes);

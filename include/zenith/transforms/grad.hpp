@@ -97,14 +97,16 @@ Tree traced_tree(Tree const& tree, trace_state& st, char const* transform) {
 }
 
 // The gradient of a traced tree: the same structure, each array replaced by the cotangent
-// accumulated for it, or zeros where the result does not depend on it.
+// accumulated for it, or zeros where the result does not depend on it. A cotangent the tape's
+// pass computed may be a traced alias of the buffer that holds it (a reshape of a product, say):
+// the gradient is that buffer's, which a jit recording finds among those it allocated.
 template <class Tree>
 Tree gradient_tree(Tree const& traced, autodiff::cotangents& cts) {
   Tree g = traced;
   for_each_leaf(g, [&](auto& a) {
     using T = value_t<std::remove_cvref_t<decltype(a)>>;
     if (auto ct = cts.template take<T>(a.storage().get()))
-      a = std::move(*ct);
+      a = array<T>::from_buffer(buffer::origin(ct->storage()), ct->data(), ct->shape());
     else
       a = zeros<T>(a.shape(), a.device());
   });
