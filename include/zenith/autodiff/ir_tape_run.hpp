@@ -168,11 +168,14 @@ struct ir_run_step {
   std::vector<any_array> in_arrays, out_arrays;  // as recorded: dtype and shape, kept alive
   std::vector<char*> in_ptrs, out_ptrs;
 
+  std::optional<ir::detail::run_plan> plan;  // made on the first replay, the same for every one
+
   static any_array at(any_array const& a, char* p) { return typed(a.dtype()).at(a, p); }
   void run() {
     std::vector<any_array> vals(g->values().size());
     for (std::size_t i = 0; i < in_ids.size(); ++i) vals[in_ids[i]] = at(in_arrays[i], in_ptrs[i]);
-    ir::run_equations(*g, vals, order, out_ids);
+    if (!plan) plan = ir::detail::prepare_run(*g, order, out_ids, false);
+    ir::run_planned(*g, vals, *plan);
     for (std::size_t i = 0; i < out_ids.size(); ++i) {
       any_array const& r = vals[out_ids[i]];
       std::size_t bytes = r.shape().numel() * ir::detail::element_size(r.dtype());

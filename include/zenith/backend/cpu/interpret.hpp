@@ -18,14 +18,18 @@
 //
 // Everything here is a template that only a call of run() instantiates: a program that never
 // runs a graph compiles none of it.
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "../../core/any_array.hpp"
 #include "../../core/runtime_instance.hpp"
+#include "../../core/small_vector.hpp"
 #include "../../expr/to_ir.hpp"
 #include "barrier_kernels.hpp"
 #include "evaluate.hpp"
@@ -94,25 +98,80 @@ any_array constant_array(value const& x) {
 }
 ZENITH_RUNTIME_INSTANCE(any_array constant_array<>(value const& x))
 
-// The interpreter's state: every value's array once computed (vals, by value id), and the
-// equations that run. A template, as everything here, so that only a program that runs a graph
-// compiles it.
+// What running equations `order` of a graph needs besides the values, computed from the graph
+// alone, once for a run or once for every replay of a recorded one (autodiff/ir_tape_run.hpp).
+struct run_plan {
+  std::vector<std::size_t> order;     // the equations that run, in graph order
+  std::vector<std::size_t> last_use;  // per value: the last position in order reading it
+  // Transposes of the last two axes that only dot_general reads are not run: the product reads
+  // their operand transposed (BLAS's flag) instead of a transposed copy.
+  std::vector<value_id> folded;                // per value: the transposed operand + 1, or 0
+  std::vector<elementwise_plan> plans;         // per position in order
+  std::vector<std::vector<value_id>> release;  // per position: results no later one reads
+};
+
+// The plan of running equations `order` of g (ascending). Values read after the last equation
+// (kept) are stored whatever else reads them; with release_dead, a result is released once no
+// later equation reads it (and it is not kept): a backward pass holds its cotangents only while
+// they are needed.
+template <class = void>
+run_plan prepare_run(graph const& g, std::vector<std::size_t> order,
+                     std::vector<value_id> const& kept, bool release_dead) {
+  run_plan rp;
+  rp.order = std::move(order);
+  auto const& eqs = g.equations();
+  std::size_t nv = g.values().size(), n = rp.order.size();
+  rp.last_use.assign(nv, 0);
+  for (std::size_t k = 0; k < n; ++k)
+    for (value_id v : eqs[rp.order[k]].inputs) rp.last_use[v] = k;
+  for (value_id v : kept) rp.last_use[v] = n;
+
+  rp.folded.assign(nv, 0);
+  std::vector<int> readers(nv, 0), dots(nv, 0);
+  for (std::size_t i : rp.order)
+    for (value_id v : eqs[i].inputs) {
+      ++readers[v];
+      if (eqs[i].op == "dot_general") ++dots[v];
+    }
+  for (value_id v : kept) readers[v] = -1;
+  for (std::size_t i : rp.order) {
+    equation const& e = eqs[i];
+    if (e.op != "transpose" || readers[e.output] <= 0 || readers[e.output] != dots[e.output])
+      continue;
+    auto perm = e.attrs.get<std::vector<std::int64_t>>("permutation");
+    std::size_t r = perm.size();
+    bool swap = r >= 2 && perm[r - 1] == std::int64_t(r - 2) && perm[r - 2] == std::int64_t(r - 1);
+    for (std::size_t k = 0; swap && k + 2 < r; ++k) swap = perm[k] == std::int64_t(k);
+    if (!swap) continue;
+    rp.folded[e.output] = e.inputs[0] + 1;
+    rp.last_use[e.inputs[0]] = std::max(rp.last_use[e.inputs[0]], rp.last_use[e.output]);
+  }
+
+  rp.plans.resize(n);
+  for (std::size_t k = 0; k < n; ++k) rp.plans[k] = plan_elementwise(g, eqs[rp.order[k]]);
+  rp.release.resize(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    value_id y = eqs[rp.order[k]].output;
+    std::size_t last = std::max(k, rp.last_use[y]);
+    if (release_dead && last < n) rp.release[last].push_back(y);
+  }
+  return rp;
+}
+ZENITH_RUNTIME_INSTANCE(run_plan prepare_run<>(graph const& g, std::vector<std::size_t> order,
+                                               std::vector<value_id> const& kept,
+                                               bool release_dead))
+
+// The interpreter's state: every value's array once computed (vals, by value id), and the plan
+// of the equations that run. A template, as everything here, so that only a program that runs a
+// graph compiles it.
 template <class = void>
 struct machine {
   graph const& g;
   std::vector<any_array>& vals;
-  std::vector<std::size_t> order;     // the equations that run, in graph order
-  std::vector<std::size_t> last_use;  // per value: the last position in order reading it
+  run_plan const& rp;
 
-  // Values read after the last equation (kept) are stored whatever else reads them.
-  machine(graph const& gr, std::vector<any_array>& v, std::vector<std::size_t> o,
-          std::vector<value_id> const& kept)
-      : g(gr), vals(v), order(std::move(o)), last_use(gr.values().size(), 0) {
+  machine(graph const& gr, std::vector<any_array>& v, run_plan const& p) : g(gr), vals(v), rp(p) {
     vals.resize(gr.values().size());
-    auto const& eqs = g.equations();
-    for (std::size_t k = 0; k < order.size(); ++k)
-      for (value_id v : eqs[order[k]].inputs) last_use[v] = k;
-    for (value_id v : kept) last_use[v] = order.size();
   }
 
   any_array const& operand(value_id v) {
@@ -131,50 +190,59 @@ struct machine {
   }
 
   // The equations at positions [first, last) of order are elementwise, of one output shape,
-  // with plans p.
-  void run_region(std::size_t first, std::size_t last, std::vector<elementwise_plan> const& p) {
+  // with plans p (p[0] is position first's).
+  void run_region(std::size_t first, std::size_t last, elementwise_plan const* p) {
     auto const& eqs = g.equations();
-    zenith::shape s = g.at(eqs[order[first]].output).shape;
+    zenith::shape s = g.at(eqs[rp.order[first]].output).shape;
     std::size_t n = s.numel();
-    // Values the region computes: a tile each, and memory where read after the region.
+    std::size_t const tn = std::min(tile, n);  // a tile's elements: a small region is one tile
+    // Values the region computes: memory where read after the region, written in place when of
+    // the compute type, else a tile each.
     struct slot {
-      std::vector<std::byte> tile_mem;
-      void* tile_ptr = nullptr;
-      char* stored = nullptr;  // the array's memory, when stored
-      bool direct = false;     // the stored array is of the compute type: written in place
-      zenith::dtype dtype;
+      value_id id;
+      std::size_t tile_at = npos;  // the tile's offset in the arena, npos for none
+      char* stored = nullptr;      // the array's memory, when stored
+      bool direct = false;         // the stored array is of the compute type: written in place
+      zenith::dtype dtype{};
     };
-    std::vector<std::pair<value_id, slot>> made;
-    auto slot_of = [&](value_id v) -> slot* {
-      for (auto& [id, sl] : made)
-        if (id == v) return &sl;
-      return nullptr;
-    };
-    for (std::size_t i = first; i < last; ++i) {
-      value_id y = eqs[order[i]].output;
-      value const& x = g.at(y);
-      slot sl;
-      sl.dtype = x.dtype;
-      sl.tile_mem.resize(tile * compute_size(x.dtype));
-      sl.tile_ptr = sl.tile_mem.data();
-      if (last_use[y] >= last) {
-        vals[y] =
-            with_dtype(x.dtype, [&]<class T>() -> any_array { return array<T>::empty(x.shape); });
-        sl.stored = static_cast<char*>(const_cast<void*>(vals[y].data()));
-        sl.direct = compute_dtype(x.dtype) == x.dtype;
-      }
-      made.emplace_back(y, std::move(sl));
-    }
     // Values read from outside: a splatted tile for a rank-0 one (a literal), read in place
     // when of the compute type, else converted into a tile at each step.
     struct outside {
       value_id id;
       char const* base;
       zenith::dtype dtype;
-      std::vector<std::byte> tile_mem;
+      std::size_t tile_at = npos;
       bool scalar;
     };
-    std::vector<outside> reads;
+    // Every tile in one uninitialized block, each at a multiple of 64 bytes.
+    std::size_t arena_bytes = 0;
+    auto reserve = [&](zenith::dtype d) {
+      std::size_t at = arena_bytes;
+      arena_bytes += (tn * compute_size(d) + 63) / 64 * 64;
+      return at;
+    };
+    zenith::detail::small_vector<slot, 16> made;
+    auto slot_of = [&](value_id v) -> slot* {
+      for (auto& sl : made)
+        if (sl.id == v) return &sl;
+      return nullptr;
+    };
+    for (std::size_t i = first; i < last; ++i) {
+      value_id y = eqs[rp.order[i]].output;
+      value const& x = g.at(y);
+      slot sl;
+      sl.id = y;
+      sl.dtype = x.dtype;
+      if (rp.last_use[y] >= last) {
+        vals[y] =
+            with_dtype(x.dtype, [&]<class T>() -> any_array { return array<T>::empty(x.shape); });
+        sl.stored = static_cast<char*>(const_cast<void*>(vals[y].data()));
+        sl.direct = compute_dtype(x.dtype) == x.dtype;
+      }
+      if (!sl.direct) sl.tile_at = reserve(x.dtype);
+      made.push_back(sl);
+    }
+    zenith::detail::small_vector<outside, 16> reads;
     auto outside_of = [&](value_id v) -> outside* {
       for (auto& o : reads)
         if (o.id == v) return &o;
@@ -184,41 +252,45 @@ struct machine {
       for (value_id v : p[i - first].operands) {
         if (slot_of(v) || outside_of(v)) continue;
         any_array const& a = operand(v);
-        outside o{v, static_cast<char const*>(a.data()), a.dtype(), {}, a.shape().numel() == 1};
+        outside o{v, static_cast<char const*>(a.data()), a.dtype(), npos, a.shape().numel() == 1};
         if (!o.scalar && !(a.shape() == s))
-          throw shape_error("ir::run: " + std::string(eqs[order[i]].op) + " reads shape " +
+          throw shape_error("ir::run: " + std::string(eqs[rp.order[i]].op) + " reads shape " +
                             a.shape().str() + " in a region of shape " + s.str());
-        if (o.scalar || compute_dtype(o.dtype) != o.dtype) {
-          o.tile_mem.resize(tile * compute_size(o.dtype));
-          if (o.scalar) fill_tile(o.tile_mem.data(), o.base, o.dtype, tile);
-        }
-        reads.push_back(std::move(o));
+        if (o.scalar || compute_dtype(o.dtype) != o.dtype) o.tile_at = reserve(o.dtype);
+        reads.push_back(o);
       }
-    std::vector<void const*> args;
+    std::unique_ptr<std::byte[]> arena(new std::byte[arena_bytes + 64]);
+    std::byte* base = arena.get() + (64 - reinterpret_cast<std::uintptr_t>(arena.get()) % 64) % 64;
+    for (auto& o : reads)
+      if (o.scalar) fill_tile(base + o.tile_at, o.base, o.dtype, tn);
+    zenith::detail::small_vector<void const*, 8> args;
     for (std::size_t at = 0; at < n; at += tile) {
       std::size_t m = std::min(tile, n - at);
       for (auto& o : reads)
-        if (!o.scalar && !o.tile_mem.empty())
-          load_tile(o.tile_mem.data(), o.base + at * dtype_size(o.dtype), o.dtype, m);
+        if (!o.scalar && o.tile_at != npos)
+          load_tile(base + o.tile_at, o.base + at * dtype_size(o.dtype), o.dtype, m);
       for (std::size_t i = first; i < last; ++i) {
         args.clear();
         for (value_id v : p[i - first].operands) {
           if (slot* sl = slot_of(v)) {
-            args.push_back(sl->direct ? sl->stored + at * dtype_size(sl->dtype) : sl->tile_ptr);
+            args.push_back(sl->direct ? sl->stored + at * dtype_size(sl->dtype)
+                                      : static_cast<void const*>(base + sl->tile_at));
           } else {
             outside* o = outside_of(v);
-            args.push_back(o->tile_mem.empty() ? o->base + at * dtype_size(o->dtype)
-                                               : static_cast<void const*>(o->tile_mem.data()));
+            args.push_back(o->tile_at == npos ? o->base + at * dtype_size(o->dtype)
+                                              : static_cast<void const*>(base + o->tile_at));
           }
         }
-        slot& out = *slot_of(eqs[order[i]].output);
-        void* dst = out.direct ? out.stored + at * dtype_size(out.dtype) : out.tile_ptr;
+        slot& out = *slot_of(eqs[rp.order[i]].output);
+        void* dst = out.direct ? out.stored + at * dtype_size(out.dtype)
+                               : static_cast<void*>(base + out.tile_at);
         p[i - first].kernel(m, dst, args.data());
         if (out.stored && !out.direct)
-          store_tile(out.stored + at * dtype_size(out.dtype), out.tile_ptr, out.dtype, m);
+          store_tile(out.stored + at * dtype_size(out.dtype), base + out.tile_at, out.dtype, m);
       }
     }
   }
+  static constexpr std::size_t npos = std::size_t(-1);
 
   static std::size_t dtype_size(zenith::dtype d) {
     return with_dtype(d, []<class T>() { return sizeof(T); });
@@ -248,35 +320,6 @@ struct machine {
 
   void run_barrier(equation const& e);
   void run_dot(equation const& e);
-
-  // Transposes of the last two axes that only dot_general reads are not run: the product reads
-  // their operand transposed (BLAS's flag) instead of a transposed copy.
-  std::vector<value_id> folded;  // per value: the transposed operand + 1, or 0
-
-  void fold_transposes(std::vector<value_id> const& kept) {
-    auto const& eqs = g.equations();
-    folded.assign(vals.size(), 0);
-    std::vector<int> readers(vals.size(), 0), dots(vals.size(), 0);
-    for (std::size_t i : order)
-      for (value_id v : eqs[i].inputs) {
-        ++readers[v];
-        if (eqs[i].op == "dot_general") ++dots[v];
-      }
-    for (value_id v : kept) readers[v] = -1;
-    for (std::size_t i : order) {
-      equation const& e = eqs[i];
-      if (e.op != "transpose" || readers[e.output] <= 0 || readers[e.output] != dots[e.output])
-        continue;
-      auto perm = e.attrs.get<std::vector<std::int64_t>>("permutation");
-      std::size_t r = perm.size();
-      bool swap =
-          r >= 2 && perm[r - 1] == std::int64_t(r - 2) && perm[r - 2] == std::int64_t(r - 1);
-      for (std::size_t k = 0; swap && k + 2 < r; ++k) swap = perm[k] == std::int64_t(k);
-      if (!swap) continue;
-      folded[e.output] = e.inputs[0] + 1;
-      last_use[e.inputs[0]] = std::max(last_use[e.inputs[0]], last_use[e.output]);
-    }
-  }
 };
 ZENITH_RUNTIME_INSTANCE(struct machine<>)
 
@@ -311,9 +354,9 @@ void machine<U>::run_dot(equation const& e) {
   value const& out = g.at(e.output);
   check_matmul_form(g, e);
   value_id ia = e.inputs[0], ib = e.inputs[1];
-  bool ta = folded[ia] != 0, tb = folded[ib] != 0;
-  any_array const& a = operand(ta ? folded[ia] - 1 : ia);
-  any_array const& b = operand(tb ? folded[ib] - 1 : ib);
+  bool ta = rp.folded[ia] != 0, tb = rp.folded[ib] != 0;
+  any_array const& a = operand(ta ? rp.folded[ia] - 1 : ia);
+  any_array const& b = operand(tb ? rp.folded[ib] - 1 : ib);
   vals[e.output] = with_float(out.dtype, e.op, [&]<class T>() -> any_array {
     return matmul_blas(a.as<T>(), b.as<T>(), out.shape, ta, tb);
   });
@@ -439,47 +482,43 @@ std::vector<std::size_t> needed_equations(graph const& g, std::vector<any_array>
 ZENITH_RUNTIME_INSTANCE(std::vector<std::size_t> needed_equations<>(
     graph const& g, std::vector<any_array> const& vals, std::vector<value_id> const& outputs))
 
-// Runs the equations at positions `order` (ascending) of g. vals holds, by value id, every
-// value they read that none of them computes (inputs, constants and literals are filled in
-// when read); each equation's result is stored into it when a later one outside its fused
-// region reads it, when it is a barrier's, or when it is listed in `kept`.
+// Runs the equations of plan rp (prepare_run) on g. vals holds, by value id, every value they
+// read that none of them computes (inputs, constants and literals are filled in when read);
+// each equation's result is stored into it when a later one outside its fused region reads it,
+// when it is a barrier's, or when it is kept.
 template <class = void>
-void run_equations(graph const& g, std::vector<any_array>& vals, std::vector<std::size_t> order,
-                   std::vector<value_id> const& kept, bool release_dead = false) {
-  detail::machine<> m(g, vals, std::move(order), kept);
-  m.fold_transposes(kept);
+void run_planned(graph const& g, std::vector<any_array>& vals, detail::run_plan const& rp) {
+  detail::machine<> m(g, vals, rp);
   auto const& eqs = g.equations();
-  std::vector<detail::elementwise_plan> plans(m.order.size());
-  for (std::size_t k = 0; k < m.order.size(); ++k)
-    plans[k] = detail::plan_elementwise(g, eqs[m.order[k]]);
-  // With release_dead, a result of this run is released once no later equation reads it (and
-  // it is not kept): a backward pass holds its cotangents only while they are needed.
-  std::vector<std::vector<value_id>> release(m.order.size());
-  for (std::size_t k = 0; k < m.order.size(); ++k) {
-    value_id y = eqs[m.order[k]].output;
-    std::size_t last = std::max(k, m.last_use[y]);
-    if (release_dead && last < m.order.size()) release[last].push_back(y);
-  }
   auto done = [&](std::size_t from, std::size_t to) {
     for (std::size_t k = from; k < to; ++k)
-      for (value_id y : release[k]) vals[y] = {};
+      for (value_id y : rp.release[k]) vals[y] = {};
   };
-  for (std::size_t i = 0; i < m.order.size();) {
-    if (!plans[i].kernel) {
-      if (!m.folded[eqs[m.order[i]].output]) m.run_barrier(eqs[m.order[i]]);
+  std::size_t const n = rp.order.size();
+  for (std::size_t i = 0; i < n;) {
+    if (!rp.plans[i].kernel) {
+      if (!rp.folded[eqs[rp.order[i]].output]) m.run_barrier(eqs[rp.order[i]]);
       done(i, i + 1);
       ++i;
       continue;
     }
-    zenith::shape s = g.at(eqs[m.order[i]].output).shape;
+    zenith::shape s = g.at(eqs[rp.order[i]].output).shape;
     std::size_t j = i + 1;
-    while (j < m.order.size() && plans[j].kernel && g.at(eqs[m.order[j]].output).shape == s) ++j;
-    m.run_region(i, j,
-                 std::vector<detail::elementwise_plan>(plans.begin() + std::ptrdiff_t(i),
-                                                       plans.begin() + std::ptrdiff_t(j)));
+    while (j < n && rp.plans[j].kernel && g.at(eqs[rp.order[j]].output).shape == s) ++j;
+    m.run_region(i, j, rp.plans.data() + i);
     done(i, j);
     i = j;
   }
+}
+ZENITH_RUNTIME_INSTANCE(void run_planned<>(graph const& g, std::vector<any_array>& vals,
+                                           detail::run_plan const& rp))
+
+// Runs the equations at positions `order` (ascending) of g (run_planned), kept being the values
+// read after them.
+template <class = void>
+void run_equations(graph const& g, std::vector<any_array>& vals, std::vector<std::size_t> order,
+                   std::vector<value_id> const& kept, bool release_dead = false) {
+  run_planned(g, vals, detail::prepare_run(g, std::move(order), kept, release_dead));
 }
 ZENITH_RUNTIME_INSTANCE(void run_equations<>(graph const& g, std::vector<any_array>& vals,
                                              std::vector<std::size_t> order,
@@ -518,7 +557,8 @@ std::vector<any_array> run(graph const& g, std::vector<any_array> const& inputs,
   std::vector<any_array> out;
   for (value_id v : g.outputs()) {
     if (vals[v].empty()) {  // an input, a constant or a literal given as an output
-      detail::machine<> m(g, vals, {}, {});
+      detail::run_plan none;
+      detail::machine<> m(g, vals, none);
       m.operand(v);
     }
     out.push_back(vals[v]);
