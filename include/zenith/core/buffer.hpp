@@ -47,8 +47,7 @@ class buffer {
   // The buffer an alias borrows from (through any chain of aliases), or b itself: the same
   // memory under its owner's identity, for an array that leaves a trace.
   static std::shared_ptr<buffer> origin(std::shared_ptr<buffer> b) {
-    while (b && b->keep_ && b->keep_->data_ == b->data_ && b->keep_->bytes_ == b->bytes_)
-      b = b->keep_;
+    while (b && b->keep_) b = b->keep_;
     return b;
   }
   // Made only by the functions above (the key is private); public so that make_shared can put

@@ -259,8 +259,13 @@ struct machine {
         if (o.scalar || compute_dtype(o.dtype) != o.dtype) o.tile_at = reserve(o.dtype);
         reads.push_back(o);
       }
-    std::unique_ptr<std::byte[]> arena(new std::byte[arena_bytes + 64]);
-    std::byte* base = arena.get() + (64 - reinterpret_cast<std::uintptr_t>(arena.get()) % 64) % 64;
+    // (None at all where every value is written in place and no operand is splatted.)
+    std::unique_ptr<std::byte[]> arena;
+    std::byte* base = nullptr;
+    if (arena_bytes > 0) {
+      arena.reset(new std::byte[arena_bytes + 63]);
+      base = arena.get() + (64 - reinterpret_cast<std::uintptr_t>(arena.get()) % 64) % 64;
+    }
     for (auto& o : reads)
       if (o.scalar) fill_tile(base + o.tile_at, o.base, o.dtype, tn);
     zenith::detail::small_vector<void const*, 8> args;
